@@ -1,0 +1,1 @@
+int softrdma_placeholder_symbol = 0;
