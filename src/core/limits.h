@@ -13,7 +13,7 @@ inline constexpr uint8_t kPortCount = 1;
 inline constexpr uint8_t kPortNum = 1;  // ports are numbered from 1
 inline constexpr uint16_t kPkeyTableLen = 1;
 inline constexpr uint16_t kDefaultPkey = 0xffff;
-inline constexpr int kGidTableLen = 16;
+inline constexpr int kGidTableLen = 16;  // slots; unused ones read as zero GIDs
 
 inline constexpr int kMaxQp = 65536;
 inline constexpr int kMaxQpWr = 16384;
@@ -21,7 +21,7 @@ inline constexpr int kMaxSge = 32;
 inline constexpr int kMaxInlineData = 1024;
 inline constexpr int kMaxCq = 65536;
 inline constexpr int kMaxCqe = (1 << 20) - 1;
-inline constexpr int kMaxMr = 1 << 20;
+inline constexpr int kMaxMr = (1 << 16) - 1;  // MR table slots per process (index 0 unused)
 inline constexpr int kMaxPd = 1 << 20;
 inline constexpr uint64_t kMaxMrSize = 1ull << 40;
 inline constexpr uint32_t kMaxMsgSize = 1u << 31;  // 2 GiB, as rxe

@@ -1,0 +1,81 @@
+#include "core/cq.h"
+
+#include <cerrno>
+#include <mutex>
+
+#include <unistd.h>
+
+#include "util/log.h"
+
+namespace softrdma {
+
+Cq::Cq(Context* ctx, int cqe, void* cq_context, CompChannel* channel)
+    : ctx_(ctx), channel_(channel), entries_(static_cast<size_t>(cqe)) {
+  ibv_cq* c = verbs();
+  c->context = ctx->verbs();
+  c->channel = channel ? &channel->ch : nullptr;
+  c->cq_context = cq_context;
+  c->cqe = cqe;
+  pthread_mutex_init(&c->mutex, nullptr);
+  pthread_cond_init(&c->cond, nullptr);
+}
+
+Cq::~Cq() {
+  pthread_mutex_destroy(&verbs()->mutex);
+  pthread_cond_destroy(&verbs()->cond);
+}
+
+int Cq::depth() const {
+  std::lock_guard<SpinLock> lock(lock_);
+  return static_cast<int>(count_);
+}
+
+void Cq::Push(const ibv_wc& wc, bool solicited) {
+  std::lock_guard<SpinLock> lock(lock_);
+  if (count_ == entries_.size()) {
+    // A real CQ overruns: the completion is lost and the CQ reports an
+    // asynchronous error. Report it once.
+    if (!overrun_) {
+      overrun_ = true;
+      SOFTRDMA_LOG(kWarn, "CQ %p overrun: completion for wr_id %llu lost", (void*)this,
+                   (unsigned long long)wc.wr_id);
+      PostAsyncEvent(ctx_, IBV_EVENT_CQ_ERR, verbs());
+    }
+    return;
+  }
+  entries_[(head_ + count_) % entries_.size()] = wc;
+  ++count_;
+  if (armed_ == Arm::kAny || (armed_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS)))
+    NotifyLocked();
+}
+
+void Cq::NotifyLocked() {
+  armed_ = Arm::kNone;
+  if (!channel_) return;
+  Cq* self = this;
+  // The pipe holds thousands of tokens and each arm produces at most one, so
+  // a full pipe means the application stopped reading events altogether.
+  if (write(channel_->write_fd, &self, sizeof self) != sizeof self)
+    SOFTRDMA_LOG(kWarn, "completion channel full, event dropped");
+}
+
+int Cq::Poll(int max, ibv_wc* out) {
+  std::lock_guard<SpinLock> lock(lock_);
+  int n = 0;
+  while (n < max && count_ > 0) {
+    out[n++] = entries_[head_];
+    head_ = (head_ + 1) % entries_.size();
+    --count_;
+  }
+  return n;
+}
+
+int Cq::Arm(bool solicited_only) {
+  std::lock_guard<SpinLock> lock(lock_);
+  // Arming is a request for the *next* completion; completions already in the
+  // queue do not fire it (applications poll after arming to close the race).
+  if (armed_ != Arm::kAny) armed_ = solicited_only ? Arm::kSolicited : Arm::kAny;
+  return 0;
+}
+
+}  // namespace softrdma

@@ -1,0 +1,53 @@
+// Completion queue: a bounded array of ibv_wc filled by the transport and
+// drained by ibv_poll_cq, plus the arming state of ibv_req_notify_cq. When an
+// armed CQ receives a completion, one token (the CQ's address) is written to
+// its completion channel's pipe, which makes the channel fd readable and
+// ibv_get_cq_event return.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "core/objects.h"
+#include "util/spinlock.h"
+
+namespace softrdma {
+
+class Cq {
+ public:
+  // The public part first: ibv_cq_ex starts with the same fields as ibv_cq.
+  ibv_cq_ex cqx;
+
+  Cq(Context* ctx, int cqe, void* cq_context, CompChannel* channel);
+  ~Cq();
+  ibv_cq* verbs() { return reinterpret_cast<ibv_cq*>(&cqx); }
+  static Cq* From(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+
+  // Adds a completion. `solicited` marks completions that satisfy a
+  // solicited-only arm (solicited receives and every error).
+  void Push(const ibv_wc& wc, bool solicited);
+  int Poll(int max, ibv_wc* out);
+  int Arm(bool solicited_only);
+  int capacity() const { return static_cast<int>(entries_.size()); }
+  int depth() const;
+  CompChannel* channel() const { return channel_; }
+
+  std::atomic<int> users{0};  // QPs using it: destroy fails with EBUSY
+
+ private:
+  void NotifyLocked();
+  Context* ctx_;
+  CompChannel* channel_;
+  mutable SpinLock lock_;
+  std::vector<ibv_wc> entries_;
+  uint32_t head_ = 0;   // next to poll
+  uint32_t count_ = 0;  // valid entries
+  enum class Arm : uint8_t { kNone, kAny, kSolicited } armed_ = Arm::kNone;
+  bool overrun_ = false;
+};
+static_assert(offsetof(Cq, cqx) == 0);
+
+}  // namespace softrdma

@@ -1,0 +1,68 @@
+// The memory-region table of one process. It lives in the process's shared
+// segment so that peers on the host can later validate rkeys and reach the
+// memory (one-sided operations); locally it turns lkeys into addresses.
+//
+// Keys: index (16 bits) << 8 | key byte. The lkey and the rkey of one MR
+// carry different random key bytes, and a reused index always gets a key
+// byte different from its previous one, so a stale key never matches the
+// new region. Indices are handed out round-robin, so a stale key only has a
+// chance to collide after all 65535 slots were reused in between.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "util/spinlock.h"
+
+namespace softrdma {
+
+struct MrEntry {
+  // Even = stable, odd = being changed (a seqlock for readers in other
+  // processes). 0 with lkey == 0 = free.
+  std::atomic<uint32_t> seq;
+  uint32_t lkey;
+  uint32_t rkey;
+  uint32_t pd_id;
+  uint32_t access;  // IBV_ACCESS_* flags
+  uint32_t pad;
+  uint64_t iova;    // start of the region in key address space
+  uint64_t length;
+  uint64_t host_addr;  // start of the region in the owner's address space
+};
+
+// What a successful lookup gives: where the bytes are.
+struct MrHit {
+  uint64_t host_addr;
+  uint32_t pd_id;
+  uint32_t access;
+};
+
+enum class KeyKind { kLocal, kRemote };
+
+class MrTable {
+ public:
+  static constexpr uint32_t kCapacity = 1u << 16;
+  static size_t Bytes() { return sizeof(MrEntry) * kCapacity; }
+
+  // `entries` points at zeroed (or previously formatted) shared memory.
+  explicit MrTable(MrEntry* entries) : entries_(entries) {}
+
+  // Returns 0 and the keys, or ENOMEM when the table is full.
+  int Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length, uint64_t host_addr,
+          uint32_t* lkey, uint32_t* rkey);
+  void Remove(uint32_t lkey);
+
+  // Validates [addr, addr+len) against the key's region, its PD and the
+  // access it needs (0 for a local read). Returns 0 or the errno-ish reason:
+  // EINVAL = unknown key, EACCES = access/PD violation, ERANGE = out of bounds.
+  int Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
+             uint32_t needed_access, uint64_t* host_addr) const;
+
+ private:
+  MrEntry* entries_;
+  SpinLock alloc_lock_;
+  uint32_t next_index_ = 1;
+};
+
+}  // namespace softrdma

@@ -1,0 +1,60 @@
+// The verbs objects handed to applications. Each embeds the public rdma-core
+// struct as its first member, so the pointer the application holds converts
+// back to ours with a cast (the header inlines only ever see the public part).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "util/spinlock.h"
+
+namespace softrdma {
+
+// One opened device. rdma-core's inlines find the extended ops at a fixed
+// negative offset from ibv_context, so the whole verbs_context is allocated
+// and ibv_context is its last member.
+struct Context {
+  verbs_context vctx;
+  int async_write_fd = -1;  // async_fd is the read end of this pipe
+
+  ibv_context* verbs() { return &vctx.context; }
+  static Context* From(ibv_context* c) {
+    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
+                                      offsetof(verbs_context, context));
+  }
+};
+static_assert(offsetof(Context, vctx) == 0);
+
+struct Pd {
+  ibv_pd pd;
+  uint32_t id;  // unique in the process; MR entries record it
+  std::atomic<int> users{0};  // MRs and QPs using it: dealloc fails with EBUSY
+  static Pd* From(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+};
+
+struct Mr {
+  ibv_mr mr;
+  uint32_t pd_id;
+  static Mr* From(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
+};
+
+struct CompChannel {
+  ibv_comp_channel ch;  // ch.fd = read end of a pipe of event tokens
+  int write_fd = -1;
+  std::atomic<int> users{0};  // CQs using it: destroy fails with EBUSY
+  static CompChannel* From(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
+};
+
+// Async events (QP fatal, CQ overrun, ...) travel to ibv_get_async_event
+// through the context's pipe as fixed-size tokens.
+struct AsyncToken {
+  ibv_event_type type;
+  void* object;
+};
+void PostAsyncEvent(Context* ctx, ibv_event_type type, void* object);
+
+}  // namespace softrdma

@@ -1,0 +1,118 @@
+// A queue pair: the verbs-visible attributes, its send and receive queues,
+// and the per-QP state of the three transport roles (rxe's split):
+//  - requester: turns posted send WQEs into request records (transport/requester.cpp)
+//  - completer: retires send WQEs when ACKs/NAKs arrive (transport/completer.cpp)
+//  - responder: executes incoming requests against receive WQEs and
+//    answers with ACK/NAK (transport/responder.cpp)
+// All of it is protected by `lock`. Lock order: Qp::lock before Cq's lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "core/cq.h"
+#include "core/objects.h"
+#include "host/registry.h"
+#include "util/spinlock.h"
+
+namespace softrdma {
+
+struct PeerLink;
+
+struct SendWqe {
+  uint64_t wr_id;
+  ibv_wr_opcode opcode;
+  uint32_t imm;       // network byte order, as posted
+  uint32_t psn;
+  uint32_t total_len;
+  uint32_t num_sge;
+  uint32_t tx_offset;  // fragments already pushed (fragment mode)
+  bool signaled;
+  bool solicited;
+  bool is_inline;      // payload copied into the QP's inline buffer at post time
+};
+
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+};
+
+// A fixed-capacity FIFO of WQEs with their scatter/gather lists stored in a
+// side array (max_sge entries per WQE). Indices are free-running counters.
+template <typename Wqe>
+struct WorkQueue {
+  std::vector<Wqe> wqes;
+  std::vector<ibv_sge> sges;
+  uint32_t max_sge = 0;
+  uint32_t head = 0;  // next free (producer)
+  uint32_t tail = 0;  // oldest live (consumer)
+
+  void Init(uint32_t depth, uint32_t sge_per_wqe) {
+    wqes.resize(depth);
+    max_sge = sge_per_wqe ? sge_per_wqe : 1;
+    sges.resize(static_cast<size_t>(depth) * max_sge);
+  }
+  uint32_t capacity() const { return static_cast<uint32_t>(wqes.size()); }
+  uint32_t size() const { return head - tail; }
+  bool full() const { return size() == capacity(); }
+  Wqe& at(uint32_t index) { return wqes[index % capacity()]; }
+  ibv_sge* sge_of(uint32_t index) { return &sges[static_cast<size_t>(index % capacity()) * max_sge]; }
+};
+
+class Qp {
+ public:
+  ibv_qp_ex qpx;  // first: ibv_qp is qpx.qp_base, and ibv_qp_to_qp_ex is a cast
+
+  ibv_qp* verbs() { return &qpx.qp_base; }
+  static Qp* From(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+
+  Context* ctx = nullptr;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  ibv_qp_type type = IBV_QPT_RC;
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+
+  SpinLock lock;
+  ibv_qp_state state = IBV_QPS_RESET;
+  ibv_qp_attr attr{};  // everything set by modify_qp, for query_qp
+
+  // --- requester / completer
+  WorkQueue<SendWqe> sq;
+  uint32_t sq_tx = 0;         // next WQE to transmit (tail <= sq_tx <= head)
+  std::vector<uint8_t> inline_buf;  // cap.max_inline_data bytes per WQE
+  uint32_t next_psn = 0;
+  uint64_t rnr_wait_until_ns = 0;
+  int rnr_retries_left = 0;
+  int retries_left = 0;
+  uint64_t last_ack_ns = 0;   // last time the responder showed progress
+  bool tx_blocked = false;    // the peer's ring was full
+  std::shared_ptr<PeerLink> peer;  // the remote QP's process, resolved at RTR
+  ProcRef peer_ref{};
+
+  // --- responder
+  WorkQueue<RecvWqe> rq;
+  uint32_t epsn = 0;          // next expected request PSN
+  bool frag_active = false;   // a fragmented message is being received
+  uint32_t frag_received = 0;
+  bool ack_pending = false;   // a (cumulative) ACK for epsn-1 must be sent
+  bool in_service_list = false;
+
+  uint8_t* inline_slot(uint32_t index) {
+    return inline_buf.data() + static_cast<size_t>(index % sq.capacity()) * cap.max_inline_data;
+  }
+};
+static_assert(offsetof(Qp, qpx) == 0);
+
+// 24-bit PSN arithmetic (PSNs wrap; "a before b" within half the space).
+inline uint32_t PsnAdd(uint32_t psn, uint32_t n) { return (psn + n) & 0xffffff; }
+inline bool PsnBefore(uint32_t a, uint32_t b) {
+  uint32_t d = (b - a) & 0xffffff;
+  return d != 0 && d < 0x800000;
+}
+
+}  // namespace softrdma

@@ -1,0 +1,68 @@
+// The verbs, implemented over the core objects. The C ABI layer
+// (src/abi/verbs) forwards each exported rdma-core entry point here and adds
+// nothing but argument translation. Conventions follow rdma-core: functions
+// returning a pointer return nullptr and set errno on failure; functions
+// returning int return 0 or an errno value (except where rdma-core's own
+// convention differs, noted at the function).
+#pragma once
+
+#include <sys/types.h>
+
+#include <infiniband/verbs.h>
+
+namespace softrdma::verbs {
+
+// --- device (verbs_device.cpp)
+ibv_device** GetDeviceList(int* num_devices);
+void FreeDeviceList(ibv_device** list);
+const char* GetDeviceName(ibv_device* device);
+__be64 GetDeviceGuid(ibv_device* device);
+int GetDeviceIndex(ibv_device* device);  // -1 + errno if not ours
+ibv_context* OpenDevice(ibv_device* device);
+int CloseDevice(ibv_context* context);
+int QueryDevice(ibv_context* context, ibv_device_attr* attr);
+int QueryDeviceEx(ibv_context* context, const ibv_query_device_ex_input* input,
+                  ibv_device_attr_ex* attr, size_t attr_size);
+// Writes at most `len` bytes of ibv_port_attr (older callers pass less).
+int QueryPort(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t len);
+int QueryGid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid);
+int QueryGidEx(ibv_context* context, uint32_t port_num, uint32_t gid_index, ibv_gid_entry* entry,
+               uint32_t flags, size_t entry_size);  // positive errno, ENODATA for an empty slot
+ssize_t QueryGidTable(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
+                      uint32_t flags, size_t entry_size);  // count or negative errno
+// sysfs encoding: 0 = "IB/RoCE v1", 1 = "RoCE v2". Returns 0 or -1 (+errno).
+int QueryGidType(ibv_context* context, uint8_t port_num, unsigned int index, int* type);
+int QueryPkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey);
+int GetPkeyIndex(ibv_context* context, uint8_t port_num, __be16 pkey);  // index or -1
+int GetAsyncEvent(ibv_context* context, ibv_async_event* event);       // 0 or -1 + errno
+void AckAsyncEvent(ibv_async_event* event);
+int ForkInit();
+ibv_fork_status IsForkInitialized();
+
+// --- PD and MR (verbs_pd_mr.cpp)
+ibv_pd* AllocPd(ibv_context* context);
+int DeallocPd(ibv_pd* pd);
+ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
+int DeregMr(ibv_mr* mr);
+
+// --- CQ and completion channel (verbs_cq.cpp)
+ibv_comp_channel* CreateCompChannel(ibv_context* context);
+int DestroyCompChannel(ibv_comp_channel* channel);
+ibv_cq* CreateCq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                 int comp_vector);
+int DestroyCq(ibv_cq* cq);
+int PollCq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int ReqNotifyCq(ibv_cq* cq, int solicited_only);
+int GetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context);  // 0 or -1 + errno
+void AckCqEvents(ibv_cq* cq, unsigned int nevents);
+
+// --- QP (verbs_qp.cpp)
+ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr);
+int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
+int QueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
+int DestroyQp(ibv_qp* qp);
+ibv_qp_ex* QpToQpEx(ibv_qp* qp);
+int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+}  // namespace softrdma::verbs

@@ -1,0 +1,123 @@
+// Completion queues and completion channels.
+#include <cerrno>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/cq.h"
+#include "core/device.h"
+#include "core/limits.h"
+#include "core/verbs.h"
+#include "transport/engine.h"
+
+namespace softrdma::verbs {
+
+namespace {
+bool ValidContext(ibv_context* c) { return c && c->device == Device::Get().verbs_device(); }
+}  // namespace
+
+ibv_comp_channel* CreateCompChannel(ibv_context* context) {
+  if (!ValidContext(context)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
+  // The write end never blocks the transport; the read end keeps whatever
+  // blocking mode the application gives it (UCX sets O_NONBLOCK).
+  fcntl(fds[1], F_SETFL, O_NONBLOCK);
+  auto* ch = new (std::nothrow) CompChannel();
+  if (!ch) {
+    close(fds[0]);
+    close(fds[1]);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ch->ch.context = context;
+  ch->ch.fd = fds[0];
+  ch->ch.refcnt = 0;
+  ch->write_fd = fds[1];
+  return &ch->ch;
+}
+
+int DestroyCompChannel(ibv_comp_channel* channel) {
+  if (!channel) return EINVAL;
+  CompChannel* ch = CompChannel::From(channel);
+  if (ch->users.load() != 0) return EBUSY;
+  close(ch->ch.fd);
+  close(ch->write_fd);
+  delete ch;
+  return 0;
+}
+
+ibv_cq* CreateCq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                 int comp_vector) {
+  if (!ValidContext(context) || cqe < 1 || cqe > limits::kMaxCqe || comp_vector < 0 ||
+      comp_vector >= context->num_comp_vectors) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!Engine::Get(nullptr)) {
+    errno = EIO;
+    return nullptr;
+  }
+  CompChannel* ch = channel ? CompChannel::From(channel) : nullptr;
+  auto* cq = new (std::nothrow) Cq(Context::From(context), cqe, cq_context, ch);
+  if (!cq) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (ch) ch->users.fetch_add(1);
+  return cq->verbs();
+}
+
+int DestroyCq(ibv_cq* ibcq) {
+  if (!ibcq) return EINVAL;
+  Cq* cq = Cq::From(ibcq);
+  if (cq->users.load() != 0) return EBUSY;
+  if (cq->channel()) cq->channel()->users.fetch_sub(1);
+  delete cq;
+  return 0;
+}
+
+int PollCq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
+  if (num_entries < 0 || (num_entries > 0 && !wc)) return -1;
+  // Polling is what drives progress for a busy application: look at the
+  // inbound ring first, then hand out what is there.
+  if (Engine* engine = Engine::Get(nullptr)) engine->Progress();
+  return Cq::From(ibcq)->Poll(num_entries, wc);
+}
+
+int ReqNotifyCq(ibv_cq* ibcq, int solicited_only) {
+  Cq::From(ibcq)->Arm(solicited_only != 0);
+  // The application may now block on the channel instead of polling: make
+  // sure the progress thread keeps delivering.
+  if (Engine* engine = Engine::Get(nullptr)) engine->ApplicationMayBlock();
+  return 0;
+}
+
+int GetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  if (!channel || !cq || !cq_context) {
+    errno = EINVAL;
+    return -1;
+  }
+  Cq* which = nullptr;
+  ssize_t n = read(channel->fd, &which, sizeof which);
+  if (n != sizeof which) {
+    if (n >= 0) errno = EIO;
+    return -1;  // EAGAIN on a non-blocking channel with no event
+  }
+  *cq = which->verbs();
+  *cq_context = which->verbs()->cq_context;
+  return 0;
+}
+
+void AckCqEvents(ibv_cq* cq, unsigned int nevents) {
+  if (!cq) return;
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+}  // namespace softrdma::verbs

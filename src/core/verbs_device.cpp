@@ -1,0 +1,299 @@
+// Device-level verbs: discovery, open/close, queries, async events, fork.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/device.h"
+#include "core/limits.h"
+#include "core/objects.h"
+#include "core/verbs.h"
+#include "transport/engine.h"
+#include "util/log.h"
+
+namespace softrdma {
+
+void PostAsyncEvent(Context* ctx, ibv_event_type type, void* object) {
+  AsyncToken t{type, object};
+  if (write(ctx->async_write_fd, &t, sizeof t) != sizeof t)
+    SOFTRDMA_LOG(kWarn, "async event %d dropped: queue full", type);
+}
+
+}  // namespace softrdma
+
+namespace softrdma::verbs {
+
+namespace {
+
+bool ValidPort(uint32_t port) { return port == limits::kPortNum; }
+
+// Every public entry that takes a context checks it came from us: a context
+// of another library would be garbage to us.
+bool ValidContext(ibv_context* c) {
+  return c && c->device == Device::Get().verbs_device();
+}
+
+}  // namespace
+
+ibv_device** GetDeviceList(int* num_devices) {
+  Device& dev = Device::Get();
+  dev.RefreshGids();
+  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  list[0] = dev.verbs_device();
+  if (num_devices) *num_devices = 1;
+  return list;
+}
+
+void FreeDeviceList(ibv_device** list) { free(list); }
+
+const char* GetDeviceName(ibv_device* device) {
+  if (!device) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return device->name;
+}
+
+__be64 GetDeviceGuid(ibv_device* device) {
+  if (!Device::IsOurs(device)) {
+    errno = EINVAL;
+    return 0;
+  }
+  return Device::Get().node_guid();
+}
+
+int GetDeviceIndex(ibv_device* device) {
+  if (!Device::IsOurs(device)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}
+
+ibv_context* OpenDevice(ibv_device* device) {
+  if (!Device::IsOurs(device)) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  Status st;
+  if (!Engine::Get(&st)) {
+    errno = st.code() ? st.code() : EIO;
+    return nullptr;
+  }
+  auto* ctx = new (std::nothrow) Context();
+  if (!ctx) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  int async_pipe[2];
+  // cmd_fd has no commands to carry here, but clients dup/fstat it (pyverbs
+  // import), so it is a real descriptor.
+  int cmd_fd = eventfd(0, EFD_CLOEXEC);
+  if (cmd_fd < 0 || pipe2(async_pipe, O_CLOEXEC) != 0) {
+    int e = errno;
+    if (cmd_fd >= 0) close(cmd_fd);
+    delete ctx;
+    errno = e;
+    return nullptr;
+  }
+  fcntl(async_pipe[1], F_SETFL, O_NONBLOCK);
+  ctx->async_write_fd = async_pipe[1];
+
+  verbs_context& v = ctx->vctx;
+  ibv_context& c = v.context;
+  c.device = device;
+  c.cmd_fd = cmd_fd;
+  c.async_fd = async_pipe[0];
+  c.num_comp_vectors = 1;
+  pthread_mutex_init(&c.mutex, nullptr);
+  // The header inlines reach the extended ops only if this marker is set and
+  // `sz` covers them.
+  c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  v.sz = sizeof(verbs_context);
+  c.ops.poll_cq = PollCq;
+  c.ops.req_notify_cq = ReqNotifyCq;
+  c.ops.post_send = PostSend;
+  c.ops.post_recv = PostRecv;
+  v.query_port = QueryPort;
+  v.query_device_ex = QueryDeviceEx;
+  return &c;
+}
+
+int CloseDevice(ibv_context* context) {
+  if (!ValidContext(context)) return EINVAL;
+  Context* ctx = Context::From(context);
+  close(context->cmd_fd);
+  close(context->async_fd);
+  close(ctx->async_write_fd);
+  pthread_mutex_destroy(&context->mutex);
+  delete ctx;
+  return 0;
+}
+
+int QueryDevice(ibv_context* context, ibv_device_attr* attr) {
+  if (!ValidContext(context) || !attr) return EINVAL;
+  Device::Get().QueryDevice(attr);
+  return 0;
+}
+
+int QueryDeviceEx(ibv_context* context, const ibv_query_device_ex_input* input,
+                  ibv_device_attr_ex* attr, size_t attr_size) {
+  if (!ValidContext(context) || !attr) return EINVAL;
+  if (input && input->comp_mask) return EINVAL;
+  if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex full;
+  memset(&full, 0, sizeof full);
+  Device::Get().QueryDevice(&full.orig_attr);
+  full.phys_port_cnt_ex = limits::kPortCount;
+  // Callers built against older headers pass a smaller struct: fill only
+  // what they have room for.
+  memcpy(attr, &full, attr_size < sizeof full ? attr_size : sizeof full);
+  return 0;
+}
+
+int QueryPort(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t len) {
+  if (!ValidContext(context) || !attr) return EINVAL;
+  if (!ValidPort(port_num)) return EINVAL;
+  ibv_port_attr full;
+  Device::Get().QueryPort(&full);
+  memcpy(attr, &full, len < sizeof full ? len : sizeof full);
+  return 0;
+}
+
+int QueryGid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+  if (!ValidContext(context) || !gid || !ValidPort(port_num)) return EINVAL;
+  if (index < 0 || index >= limits::kGidTableLen) return EINVAL;
+  GidEntry e;
+  // An empty slot reads as the zero GID, as rdma-core reports it.
+  *gid = Device::Get().GidAt(index, &e) ? e.gid : ibv_gid{};
+  return 0;
+}
+
+namespace {
+
+void FillGidEntry(const GidEntry& e, uint32_t index, ibv_gid_entry* out) {
+  memset(out, 0, sizeof *out);
+  out->gid = e.gid;
+  out->gid_index = index;
+  out->port_num = limits::kPortNum;
+  out->gid_type = IBV_GID_TYPE_ROCE_V2;
+  out->ndev_ifindex = e.ifindex;
+}
+
+}  // namespace
+
+int QueryGidEx(ibv_context* context, uint32_t port_num, uint32_t gid_index, ibv_gid_entry* entry,
+               uint32_t flags, size_t entry_size) {
+  if (!ValidContext(context) || !entry || flags || !ValidPort(port_num)) return EINVAL;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  if (gid_index >= static_cast<uint32_t>(limits::kGidTableLen)) return EINVAL;
+  GidEntry e;
+  if (!Device::Get().GidAt(static_cast<int>(gid_index), &e)) return ENODATA;
+  FillGidEntry(e, gid_index, entry);
+  return 0;
+}
+
+ssize_t QueryGidTable(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
+                      uint32_t flags, size_t entry_size) {
+  if (!ValidContext(context) || flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  std::vector<GidEntry> gids = Device::Get().Gids();
+  size_t valid = 0;
+  for (const GidEntry& e : gids) valid += e.valid;
+  if (max_entries < valid || (valid && !entries)) return -EINVAL;
+  size_t n = 0;
+  for (size_t i = 0; i < gids.size(); ++i) {
+    if (!gids[i].valid) continue;
+    auto* out = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + n * entry_size);
+    FillGidEntry(gids[i], static_cast<uint32_t>(i), out);
+    ++n;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+int QueryGidType(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
+  if (!ValidContext(context) || !type || !ValidPort(port_num) ||
+      index >= static_cast<unsigned>(limits::kGidTableLen)) {
+    errno = EINVAL;
+    return -1;
+  }
+  *type = 1;  // every GID of ours is RoCE v2 (sysfs encoding)
+  return 0;
+}
+
+int QueryPkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+  if (!ValidContext(context) || !pkey || !ValidPort(port_num)) return EINVAL;
+  if (index < 0 || index >= limits::kPkeyTableLen) return EINVAL;
+  *pkey = htobe16(limits::kDefaultPkey);
+  return 0;
+}
+
+int GetPkeyIndex(ibv_context* context, uint8_t port_num, __be16 pkey) {
+  if (!ValidContext(context) || !ValidPort(port_num)) {
+    errno = EINVAL;
+    return -1;
+  }
+  // Membership bit aside, the only P_Key is the default one.
+  if ((be16toh(pkey) & 0x7fff) == (limits::kDefaultPkey & 0x7fff)) return 0;
+  errno = ENOENT;
+  return -1;
+}
+
+int GetAsyncEvent(ibv_context* context, ibv_async_event* event) {
+  if (!ValidContext(context) || !event) {
+    errno = EINVAL;
+    return -1;
+  }
+  AsyncToken t;
+  ssize_t n = read(context->async_fd, &t, sizeof t);
+  if (n != sizeof t) {
+    if (n >= 0) errno = EIO;
+    return -1;
+  }
+  memset(event, 0, sizeof *event);
+  event->event_type = t.type;
+  switch (t.type) {
+    case IBV_EVENT_CQ_ERR:
+      event->element.cq = static_cast<ibv_cq*>(t.object);
+      break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      event->element.srq = static_cast<ibv_srq*>(t.object);
+      break;
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_GID_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+      event->element.port_num = static_cast<int>(reinterpret_cast<intptr_t>(t.object));
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      break;
+    default:
+      event->element.qp = static_cast<ibv_qp*>(t.object);
+      break;
+  }
+  return 0;
+}
+
+void AckAsyncEvent(ibv_async_event*) {
+  // Objects are not destroyed behind the application's back, so there is
+  // nothing to count.
+}
+
+int ForkInit() { return 0; }
+
+// softrdma moves data with memcpy and cross-memory attach, never DMA, so a
+// fork() cannot break registered memory in the parent: fork support is not
+// needed, which is what IBV_FORK_UNNEEDED says.
+ibv_fork_status IsForkInitialized() { return IBV_FORK_UNNEEDED; }
+
+}  // namespace softrdma::verbs

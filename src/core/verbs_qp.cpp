@@ -1,0 +1,230 @@
+// Queue pairs: creation, the state machine (rules in qp_state_machine.cpp),
+// queries, and the posting entry points the header inlines reach through
+// ibv_context.ops.
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "core/device.h"
+#include "core/limits.h"
+#include "core/qp.h"
+#include "core/qp_state_machine.h"
+#include "core/verbs.h"
+#include "transport/engine.h"
+#include "transport/transport.h"
+#include "util/log.h"
+
+namespace softrdma::verbs {
+
+namespace {
+
+std::atomic<uint32_t> g_next_qp_handle{1};
+
+int ValidateInitAttr(ibv_pd* pd, const ibv_qp_init_attr* a) {
+  if (!pd || !a || !a->send_cq || !a->recv_cq) return EINVAL;
+  if (a->srq) return EINVAL;  // no SRQ can exist yet
+  if (a->qp_type != IBV_QPT_RC) return EOPNOTSUPP;  // UC, UD, XRC: not implemented yet
+  const ibv_qp_cap& c = a->cap;
+  if (c.max_send_wr > static_cast<uint32_t>(limits::kMaxQpWr) ||
+      c.max_recv_wr > static_cast<uint32_t>(limits::kMaxQpWr) ||
+      c.max_send_sge > static_cast<uint32_t>(limits::kMaxSge) ||
+      c.max_recv_sge > static_cast<uint32_t>(limits::kMaxSge) ||
+      c.max_inline_data > static_cast<uint32_t>(limits::kMaxInlineData))
+    return EINVAL;
+  return 0;
+}
+
+// Copies the attributes named by `mask` into the QP (after validation).
+void ApplyAttributes(Qp& qp, const ibv_qp_attr& a, int mask) {
+  ibv_qp_attr& s = qp.attr;
+  if (mask & IBV_QP_ACCESS_FLAGS) s.qp_access_flags = a.qp_access_flags;
+  if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = a.pkey_index;
+  if (mask & IBV_QP_PORT) s.port_num = a.port_num;
+  if (mask & IBV_QP_QKEY) s.qkey = a.qkey;
+  if (mask & IBV_QP_AV) s.ah_attr = a.ah_attr;
+  if (mask & IBV_QP_PATH_MTU) s.path_mtu = a.path_mtu;
+  if (mask & IBV_QP_TIMEOUT) s.timeout = a.timeout;
+  if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = a.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = a.rnr_retry;
+  if (mask & IBV_QP_RQ_PSN) s.rq_psn = a.rq_psn & 0xffffff;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s.max_rd_atomic = a.max_rd_atomic;
+  if (mask & IBV_QP_MIN_RNR_TIMER) s.min_rnr_timer = a.min_rnr_timer;
+  if (mask & IBV_QP_SQ_PSN) s.sq_psn = a.sq_psn & 0xffffff;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & IBV_QP_PATH_MIG_STATE) s.path_mig_state = a.path_mig_state;
+  if (mask & IBV_QP_DEST_QPN) s.dest_qp_num = a.dest_qp_num & 0xffffff;
+  if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) s.en_sqd_async_notify = a.en_sqd_async_notify;
+}
+
+}  // namespace
+
+ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  int rc = ValidateInitAttr(pd, attr);
+  if (rc) {
+    errno = rc;
+    return nullptr;
+  }
+  Status st;
+  Engine* engine = Engine::Get(&st);
+  if (!engine) {
+    errno = st.code() ? st.code() : EIO;
+    return nullptr;
+  }
+  auto* qp = new (std::nothrow) Qp();
+  if (!qp) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  qp->ctx = Context::From(pd->context);
+  qp->pd = Pd::From(pd);
+  qp->send_cq = Cq::From(attr->send_cq);
+  qp->recv_cq = Cq::From(attr->recv_cq);
+  qp->type = attr->qp_type;
+  qp->cap = attr->cap;
+  qp->sq_sig_all = attr->sq_sig_all != 0;
+  qp->sq.Init(attr->cap.max_send_wr, attr->cap.max_send_sge);
+  qp->rq.Init(attr->cap.max_recv_wr, attr->cap.max_recv_sge);
+  qp->inline_buf.resize(static_cast<size_t>(attr->cap.max_send_wr) * attr->cap.max_inline_data);
+
+  uint32_t qpn = 0;
+  st = engine->RegisterQp(qp, &qpn);
+  if (!st.ok()) {
+    delete qp;
+    errno = st.code();
+    return nullptr;
+  }
+  ibv_qp& q = qp->qpx.qp_base;
+  q.context = pd->context;
+  q.qp_context = attr->qp_context;
+  q.pd = pd;
+  q.send_cq = attr->send_cq;
+  q.recv_cq = attr->recv_cq;
+  q.srq = nullptr;
+  q.handle = g_next_qp_handle.fetch_add(1);
+  q.qp_num = qpn;
+  q.state = IBV_QPS_RESET;
+  q.qp_type = attr->qp_type;
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  qp->pd->users.fetch_add(1);
+  qp->send_cq->users.fetch_add(1);
+  qp->recv_cq->users.fetch_add(1);
+  return &q;
+}
+
+int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
+  if (!ibqp || !attr) return EINVAL;
+  Engine* engine = Engine::Get(nullptr);
+  if (!engine) return EIO;
+  Qp& qp = *Qp::From(ibqp);
+  std::lock_guard<SpinLock> lock(qp.lock);
+
+  ModifyContext mctx;
+  mctx.valid_gid_mask = Device::Get().ValidGidMask();
+  mctx.port_max_mtu = limits::kMaxMtu;
+  ibv_qp_state next = qp.state;
+  int rc = CheckModifyQp(qp.type, qp.state, *attr, mask, mctx, &next);
+  if (rc) {
+    SOFTRDMA_LOG(kDebug, "modify QP %u %s->%s mask 0x%x refused: %s", ibqp->qp_num,
+                 QpStateName(qp.state), QpStateName(next), mask, strerror(rc));
+    return rc;
+  }
+  ApplyAttributes(qp, *attr, mask);
+  const ibv_qp_state prev = qp.state;
+  if (next == IBV_QPS_RESET) {
+    transport::ResetQueues(qp);
+    qp.peer.reset();
+  }
+  if (next == IBV_QPS_RTR && prev == IBV_QPS_INIT) {
+    qp.epsn = qp.attr.rq_psn;
+    // The peer is found by (GID, QPN). A GID of this host means the shm
+    // wire; other hosts need the RoCE wire, which is not implemented yet:
+    // sends to them will fail with IBV_WC_RETRY_EXC_ERR, as to an
+    // unreachable peer.
+    if (Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid))
+      qp.peer = engine->ResolveQpn(qp.attr.dest_qp_num);
+  }
+  if (next == IBV_QPS_RTS && prev == IBV_QPS_RTR) {
+    qp.next_psn = qp.attr.sq_psn;
+    qp.retries_left = qp.attr.retry_cnt;
+    qp.rnr_retries_left = qp.attr.rnr_retry;
+  }
+  qp.state = next;
+  ibqp->state = next;
+  if (next == IBV_QPS_ERR && prev != IBV_QPS_ERR) transport::EnterError(*engine, qp);
+  if (next == IBV_QPS_SQD && prev != IBV_QPS_SQD && qp.sq_tx == qp.sq.tail)
+    PostAsyncEvent(qp.ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+  if (next == IBV_QPS_RTS) transport::Transmit(*engine, qp);  // WQEs queued in SQD
+  return 0;
+}
+
+int QueryQp(ibv_qp* ibqp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
+  if (!ibqp || !attr || !init_attr) return EINVAL;
+  Qp& qp = *Qp::From(ibqp);
+  std::lock_guard<SpinLock> lock(qp.lock);
+  *attr = qp.attr;
+  attr->qp_state = qp.state;
+  attr->cur_qp_state = qp.state;
+  attr->cap = qp.cap;
+  attr->sq_draining = 0;
+  memset(init_attr, 0, sizeof *init_attr);
+  init_attr->qp_context = ibqp->qp_context;
+  init_attr->send_cq = ibqp->send_cq;
+  init_attr->recv_cq = ibqp->recv_cq;
+  init_attr->srq = ibqp->srq;
+  init_attr->cap = qp.cap;
+  init_attr->qp_type = qp.type;
+  init_attr->sq_sig_all = qp.sq_sig_all;
+  return 0;
+}
+
+int DestroyQp(ibv_qp* ibqp) {
+  if (!ibqp) return EINVAL;
+  Engine* engine = Engine::Get(nullptr);
+  if (!engine) return EIO;
+  Qp* qp = Qp::From(ibqp);
+  // After this no record is dispatched to the QP and no service runs on it.
+  engine->UnregisterQp(qp);
+  qp->pd->users.fetch_sub(1);
+  qp->send_cq->users.fetch_sub(1);
+  qp->recv_cq->users.fetch_sub(1);
+  pthread_mutex_destroy(&ibqp->mutex);
+  pthread_cond_destroy(&ibqp->cond);
+  delete qp;
+  return 0;
+}
+
+ibv_qp_ex* QpToQpEx(ibv_qp*) {
+  // Only QPs created through ibv_create_qp_ex carry the work-request API,
+  // and that entry point is not implemented yet.
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  ibv_send_wr* ignored;
+  if (!bad_wr) bad_wr = &ignored;
+  if (!ibqp || !wr) {
+    *bad_wr = wr;
+    return EINVAL;
+  }
+  Engine* engine = Engine::Get(nullptr);
+  Qp& qp = *Qp::From(ibqp);
+  std::lock_guard<SpinLock> lock(qp.lock);
+  return transport::PostSend(*engine, qp, wr, bad_wr);
+}
+
+int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  ibv_recv_wr* ignored;
+  if (!bad_wr) bad_wr = &ignored;
+  if (!ibqp || !wr) {
+    *bad_wr = wr;
+    return EINVAL;
+  }
+  Engine* engine = Engine::Get(nullptr);
+  Qp& qp = *Qp::From(ibqp);
+  std::lock_guard<SpinLock> lock(qp.lock);
+  return transport::PostRecv(*engine, qp, wr, bad_wr);
+}
+
+}  // namespace softrdma::verbs

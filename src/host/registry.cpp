@@ -1,0 +1,235 @@
+#include "host/registry.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/config.h"
+#include "util/log.h"
+
+namespace softrdma {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x31474552414d4453ull;  // "SDMAREG1"
+constexpr uint32_t kLayoutVersion = 1;
+
+// Reads /proc/<pid>/stat: the process start time in clock ticks since boot
+// (field 22) — together with the pid it identifies a process even after pid
+// reuse — and whether it is a zombie (field 3 == 'Z'): a SIGKILLed process
+// nobody has reaped yet holds its pid but is dead to us.
+struct ProcStat {
+  uint64_t start_time = 0;  // 0 = no such process
+  bool zombie = false;
+};
+
+ProcStat ReadProcStat(pid_t pid) {
+  ProcStat out;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "re");
+  if (!f) return out;
+  char buf[1024];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  // The command name (field 2) may contain spaces and parentheses: skip to
+  // the last ')'.
+  char* p = strrchr(buf, ')');
+  if (!p || p[1] != ' ') return out;
+  p += 2;  // field 3: the state
+  out.zombie = *p == 'Z' || *p == 'X';
+  for (int field = 3; field < 22 && *p; ++field) {
+    p = strchr(p, ' ');
+    if (!p) return out;
+    ++p;
+  }
+  out.start_time = strtoull(p, nullptr, 10);
+  return out;
+}
+
+uint64_t ProcessStartTime(pid_t pid) { return ReadProcStat(pid).start_time; }
+
+// owner word of a process slot: pid in the low 32 bits, generation above.
+uint64_t PackOwner(uint32_t gen, pid_t pid) { return (uint64_t{gen} << 32) | uint32_t(pid); }
+pid_t OwnerPid(uint64_t w) { return static_cast<pid_t>(w & 0xffffffffu); }
+uint32_t OwnerGen(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+
+// QPN table word: slot+1 in the low 32 bits (0 = free), generation above.
+uint64_t PackQpn(ProcRef r) { return (uint64_t{r.gen} << 32) | (r.slot + 1); }
+
+}  // namespace
+
+
+struct Registry::Layout {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t max_procs;
+  uint32_t qpn_table_size;
+  std::atomic<uint32_t> next_qpn;
+  std::atomic<uint32_t> ready;
+  struct Proc {
+    std::atomic<uint64_t> owner;       // PackOwner(gen, pid); pid 0 = free
+    std::atomic<uint64_t> start_time;  // 0 until the owner has written it
+  } procs[kRegistryMaxProcs];
+  std::atomic<uint64_t> qpn_owner[kQpnTableSize];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+std::string Registry::RegistryName() { return GetConfig().ShmPrefix() + "-registry"; }
+
+std::string Registry::ProcSegmentName(ProcRef ref) {
+  return GetConfig().ShmPrefix() + "-proc-" + std::to_string(ref.slot) + "-" +
+         std::to_string(ref.gen);
+}
+
+Status Registry::Open(Registry* out) {
+  const std::string name = RegistryName();
+  const size_t bytes = sizeof(Layout);
+  bool creator = false;
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    creator = true;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      int e = errno;
+      close(fd);
+      shm_unlink(name.c_str());
+      return Status::Error(e, "ftruncate registry");
+    }
+  } else if (errno == EEXIST) {
+    fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::Error(errno, "open registry " + name);
+    // The creator may not have sized it yet: wait briefly.
+    struct stat st {};
+    uint64_t deadline = NowNs() + 2000000000ull;
+    while (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) < bytes && NowNs() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (static_cast<size_t>(st.st_size) != bytes) {
+      close(fd);
+      return Status::Error(EPROTO, "registry " + name + " has an unexpected size (another softrdma version?)");
+    }
+  } else {
+    return Status::Error(errno, "create registry " + name);
+  }
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mem == MAP_FAILED) return Status::Error(errno, "mmap registry");
+  auto* l = static_cast<Layout*>(mem);
+  if (creator) {
+    // ftruncate zero-filled everything: a zero entry is a free entry.
+    l->magic = kMagic;
+    l->version = kLayoutVersion;
+    l->max_procs = kRegistryMaxProcs;
+    l->qpn_table_size = kQpnTableSize;
+    l->next_qpn.store(kFirstQpn, std::memory_order_relaxed);
+    l->ready.store(1, std::memory_order_release);
+  } else {
+    uint64_t deadline = NowNs() + 2000000000ull;
+    while (!l->ready.load(std::memory_order_acquire) && NowNs() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!l->ready.load(std::memory_order_acquire) || l->magic != kMagic ||
+        l->version != kLayoutVersion) {
+      munmap(mem, bytes);
+      return Status::Error(EPROTO, "registry " + name + " is not a compatible softrdma registry");
+    }
+  }
+  out->layout_ = l;
+  out->bytes_ = bytes;
+  return Status::Ok();
+}
+
+Registry::~Registry() {
+  if (layout_) munmap(layout_, bytes_);
+}
+
+bool Registry::EntryAlive(uint32_t slot, uint64_t owner_word) const {
+  pid_t pid = OwnerPid(owner_word);
+  if (pid == 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  uint64_t recorded = layout_->procs[slot].start_time.load(std::memory_order_acquire);
+  ProcStat st = ReadProcStat(pid);
+  if (st.start_time == 0 || st.zombie) return false;
+  // 0 = the owner has not recorded it yet: it is alive and attaching.
+  return recorded == 0 || recorded == st.start_time;
+}
+
+Status Registry::AttachProcess(ProcRef* me, void (*on_reclaim)(ProcRef dead)) {
+  const pid_t pid = getpid();
+  const uint64_t start = ProcessStartTime(pid);
+  for (uint32_t i = 0; i < kRegistryMaxProcs; ++i) {
+    auto& e = layout_->procs[i];
+    uint64_t w = e.owner.load(std::memory_order_acquire);
+    bool reclaim = OwnerPid(w) != 0;
+    if (reclaim && EntryAlive(i, w)) continue;
+    uint64_t claimed = PackOwner(OwnerGen(w) + 1, pid);
+    // A stale start_time would make a concurrent liveness check call us dead;
+    // clear it first, CAS, then publish ours.
+    if (!e.owner.compare_exchange_strong(w, claimed, std::memory_order_acq_rel)) continue;
+    e.start_time.store(start ? start : 1, std::memory_order_release);
+    if (reclaim && on_reclaim) on_reclaim(ProcRef{i, OwnerGen(w)});
+    *me = ProcRef{i, OwnerGen(claimed)};
+    return Status::Ok();
+  }
+  return Status::Error(EAGAIN, "host registry full: too many softrdma processes");
+}
+
+void Registry::DetachProcess(ProcRef me) {
+  auto& e = layout_->procs[me.slot];
+  uint64_t w = e.owner.load(std::memory_order_acquire);
+  if (OwnerGen(w) != me.gen || OwnerPid(w) != getpid()) return;
+  // Keep the generation so the next owner gets a new one.
+  e.start_time.store(0, std::memory_order_relaxed);
+  e.owner.compare_exchange_strong(w, PackOwner(me.gen, 0), std::memory_order_acq_rel);
+}
+
+pid_t Registry::LivePid(ProcRef ref) const {
+  if (ref.slot >= kRegistryMaxProcs) return 0;
+  uint64_t w = layout_->procs[ref.slot].owner.load(std::memory_order_acquire);
+  if (OwnerGen(w) != ref.gen || !EntryAlive(ref.slot, w)) return 0;
+  return OwnerPid(w);
+}
+
+Status Registry::AllocQpn(ProcRef owner, uint32_t* qpn) {
+  const uint64_t mine = PackQpn(owner);
+  for (uint32_t tries = 0; tries < kQpnTableSize; ++tries) {
+    uint32_t n = layout_->next_qpn.fetch_add(1, std::memory_order_relaxed) % kQpnTableSize;
+    if (n < kFirstQpn) continue;
+    auto& slot = layout_->qpn_owner[n];
+    uint64_t w = slot.load(std::memory_order_acquire);
+    if (w != 0) {
+      ProcRef holder{static_cast<uint32_t>(w & 0xffffffffu) - 1, static_cast<uint32_t>(w >> 32)};
+      if (LivePid(holder) != 0) continue;  // in use
+    }
+    if (slot.compare_exchange_strong(w, mine, std::memory_order_acq_rel)) {
+      *qpn = n;
+      return Status::Ok();
+    }
+  }
+  return Status::Error(ENOMEM, "no free QPN on the device");
+}
+
+void Registry::FreeQpn(ProcRef owner, uint32_t qpn) {
+  if (qpn >= kQpnTableSize) return;
+  uint64_t expected = PackQpn(owner);
+  layout_->qpn_owner[qpn].compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+}
+
+bool Registry::LookupQpn(uint32_t qpn, ProcRef* owner) const {
+  if (qpn >= kQpnTableSize) return false;
+  uint64_t w = layout_->qpn_owner[qpn].load(std::memory_order_acquire);
+  if (w == 0) return false;
+  ProcRef r{static_cast<uint32_t>(w & 0xffffffffu) - 1, static_cast<uint32_t>(w >> 32)};
+  if (LivePid(r) == 0) return false;
+  *owner = r;
+  return true;
+}
+
+}  // namespace softrdma

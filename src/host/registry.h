@@ -1,0 +1,72 @@
+// The host registry: one shared-memory segment per user per host (mode 0600,
+// named <prefix>-registry, see util/config.h) that every softrdma process
+// maps. It holds
+//  - the process table: which processes are attached, each with a slot index
+//    and a generation that changes every time the slot is reused;
+//  - the QPN table: QPNs are unique on the device, as on a real HCA, and
+//    each names its owning process (slot + generation).
+// There is no daemon and no lock: entries are claimed with compare-and-swap,
+// and an entry whose process has died (even by SIGKILL) is simply reclaimed
+// by the next process that needs one. Generations make stale references
+// (a QPN of a dead process, a ring of a previous slot owner) detectable.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <sys/types.h>
+
+#include "util/status.h"
+
+namespace softrdma {
+
+inline constexpr uint32_t kRegistryMaxProcs = 1024;
+inline constexpr uint32_t kQpnTableSize = 1u << 17;
+// QPN 0 and 1 are the SMI and GSI QPs of every port; real HCAs never hand
+// them out, and neither do we.
+inline constexpr uint32_t kFirstQpn = 0x11;
+
+struct ProcRef {
+  uint32_t slot = 0;
+  uint32_t gen = 0;
+  bool operator==(const ProcRef&) const = default;
+};
+
+class Registry {
+ public:
+  // Maps (creating on first use) the registry of this user/namespace.
+  static Status Open(Registry* out);
+  Registry() = default;
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Claims a process slot for the calling process (reclaiming a dead one).
+  // `on_reclaim` is told about the previous owner of a reclaimed slot so its
+  // leftovers (its ring) can be removed.
+  Status AttachProcess(ProcRef* me, void (*on_reclaim)(ProcRef dead));
+  void DetachProcess(ProcRef me);
+
+  // pid of the live process holding `ref`, or 0 if that process is gone.
+  pid_t LivePid(ProcRef ref) const;
+
+  // QPN allocation; QPNs are handed out round-robin so that a destroyed QP's
+  // number is not reused soon (a late message must not reach a new QP).
+  Status AllocQpn(ProcRef owner, uint32_t* qpn);
+  void FreeQpn(ProcRef owner, uint32_t qpn);
+  // Owner of a QPN; false if unallocated or its owner is dead.
+  bool LookupQpn(uint32_t qpn, ProcRef* owner) const;
+
+  // Name of the shm object holding a process's ring and MR table.
+  static std::string ProcSegmentName(ProcRef ref);
+  static std::string RegistryName();
+
+ private:
+  struct Layout;
+  bool EntryAlive(uint32_t slot, uint64_t owner_word) const;
+  Layout* layout_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace softrdma

@@ -1,0 +1,175 @@
+// Completer: retires send WQEs when the responder acknowledges them, and
+// turns NAKs and timeouts into the work-completion statuses of
+// docs/rc-transport.md §6.
+#include <cstring>
+
+#include "transport/engine.h"
+#include "transport/transport.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace softrdma::transport {
+
+namespace {
+
+ibv_wc_opcode SendWcOpcode(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
+    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
+    default: return IBV_WC_SEND;
+  }
+}
+
+ibv_wc_status NakStatus(wire::Syndrome s) {
+  switch (s) {
+    case wire::Syndrome::kNakInvalidRequest: return IBV_WC_REM_INV_REQ_ERR;
+    case wire::Syndrome::kNakRemoteAccess: return IBV_WC_REM_ACCESS_ERR;
+    case wire::Syndrome::kNakNoQp: return IBV_WC_RETRY_EXC_ERR;  // what a NIC reports after timing out
+    default: return IBV_WC_REM_OP_ERR;
+  }
+}
+
+// Retires every transmitted WQE whose PSN is before `psn` (exclusive) or up
+// to and including it (inclusive).
+void RetireUpTo(Qp& qp, uint32_t psn, bool inclusive) {
+  while (qp.sq.tail != qp.sq_tx) {
+    SendWqe& w = qp.sq.at(qp.sq.tail);
+    bool covered = PsnBefore(w.psn, psn) || (inclusive && w.psn == psn);
+    if (!covered) break;
+    if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
+    ++qp.sq.tail;
+  }
+}
+
+// Restart transmission from the oldest unacknowledged WQE.
+void Rewind(Qp& qp) {
+  qp.sq_tx = qp.sq.tail;
+  for (uint32_t i = qp.sq.tail; i != qp.sq.head; ++i) qp.sq.at(i).tx_offset = 0;
+}
+
+}  // namespace
+
+void CompleteSend(Qp& qp, const SendWqe& w, ibv_wc_status status) {
+  ibv_wc wc{};
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = SendWcOpcode(w.opcode);
+  wc.byte_len = w.total_len;
+  wc.qp_num = qp.qpx.qp_base.qp_num;
+  if (w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+    wc.wc_flags = IBV_WC_WITH_IMM;
+  qp.send_cq->Push(wc, status != IBV_WC_SUCCESS);
+}
+
+void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status) {
+  if (qp.sq.tail != qp.sq.head) {
+    // An error completion is generated even for an unsignaled WR.
+    CompleteSend(qp, qp.sq.at(qp.sq.tail), status);
+    ++qp.sq.tail;
+    if (static_cast<int32_t>(qp.sq_tx - qp.sq.tail) < 0) qp.sq_tx = qp.sq.tail;
+  }
+  EnterError(engine, qp);
+}
+
+void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
+  // Responses are processed in RTS, SQD and SQE; in ERR everything is flushed.
+  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) return;
+  if (ack.src_qpn != qp.attr.dest_qp_num) return;  // not our peer: ignore
+  qp.last_ack_ns = NowNs();
+  qp.retries_left = qp.attr.retry_cnt;
+  switch (ack.syndrome) {
+    case wire::Syndrome::kAck:
+      RetireUpTo(qp, ack.psn, /*inclusive=*/true);
+      qp.rnr_retries_left = qp.attr.rnr_retry;
+      break;
+    case wire::Syndrome::kRnrNak: {
+      // Every NAK implicitly acknowledges what came before it.
+      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      if (qp.sq.tail == qp.sq_tx || qp.sq.at(qp.sq.tail).psn != ack.psn) break;  // stale
+      if (qp.attr.rnr_retry != 7) {
+        if (qp.rnr_retries_left == 0) {
+          FailSendHead(engine, qp, IBV_WC_RNR_RETRY_EXC_ERR);
+          return;
+        }
+        --qp.rnr_retries_left;
+      }
+      Rewind(qp);
+      qp.rnr_wait_until_ns = NowNs() + RnrTimerNs(ack.rnr_timer);
+      engine.NeedService(&qp);
+      break;
+    }
+    case wire::Syndrome::kPullRefused:
+      // The responder cannot read our memory: resend from this WQE by
+      // fragments, which every responder accepts.
+      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      if (qp.peer) qp.peer->pull_refused.store(true, std::memory_order_relaxed);
+      Rewind(qp);
+      engine.NeedService(&qp);
+      break;
+    case wire::Syndrome::kNakSequence:
+      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      Rewind(qp);
+      engine.NeedService(&qp);
+      break;
+    default:
+      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      if (qp.sq.tail == qp.sq_tx || qp.sq.at(qp.sq.tail).psn != ack.psn) break;  // stale
+      FailSendHead(engine, qp, NakStatus(ack.syndrome));
+      return;
+  }
+  // Acknowledgements free the way for a WQE that waited behind them.
+  if (qp.tx_blocked) engine.NeedService(&qp);
+}
+
+bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
+  if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET) return false;
+  bool outstanding = qp.sq.tail != qp.sq_tx;
+  if (!outstanding) return qp.rnr_wait_until_ns != 0 || qp.tx_blocked;
+  uint64_t timeout = AckTimeoutNs(qp.attr.timeout);
+  if (timeout == 0) return true;  // timeout 0 = wait forever
+  uint64_t due = qp.last_ack_ns + timeout;
+  if (now < due) {
+    *deadline = due;
+    return true;
+  }
+  // No sign of life from the responder for a whole timeout.
+  if (qp.retries_left == 0) {
+    SOFTRDMA_LOG(kInfo, "QP %u: retry count exceeded", qp.qpx.qp_base.qp_num);
+    FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
+    return false;
+  }
+  --qp.retries_left;
+  // If the peer process is gone there is no point in retrying: report now.
+  if (qp.peer && engine.registry().LivePid(qp.peer->ref) == 0) {
+    FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
+    return false;
+  }
+  Rewind(qp);
+  qp.last_ack_ns = now;
+  Transmit(engine, qp);
+  *deadline = now + timeout;
+  return true;
+}
+
+uint64_t RnrTimerNs(uint32_t code) {
+  static const uint32_t kMicros[32] = {
+      655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+      480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+      20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+  return uint64_t{kMicros[code & 31]} * 1000;
+}
+
+uint64_t AckTimeoutNs(uint8_t timeout) {
+  if (timeout == 0) return 0;
+  // 4.096 us * 2^timeout. Below ~1 ms a busy host could time out a healthy
+  // peer that is merely descheduled, so shorter timeouts are rounded up.
+  uint64_t ns = 4096ull << (timeout > 31 ? 31 : timeout);
+  return ns < 1000000 ? 1000000 : ns;
+}
+
+}  // namespace softrdma::transport

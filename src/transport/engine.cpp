@@ -1,0 +1,386 @@
+#include "transport/engine.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+#include "util/clock.h"
+#include "util/config.h"
+#include "util/futex.h"
+#include "util/log.h"
+
+namespace softrdma {
+
+namespace {
+
+constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
+constexpr uint32_t kSegmentVersion = 1;
+constexpr size_t kHeaderBytes = 4096;
+// While the application polls, the progress thread only looks in this often.
+constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
+// Period of the retransmit-timer check while sends are outstanding.
+constexpr uint64_t kTimerTickNs = 5000000;  // 5 ms
+constexpr int kDrainBatch = 64;
+
+// The head of each process's shared segment; peers validate it on attach.
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  int32_t pid;
+  uint64_t mr_offset;
+  uint64_t ring_offset;
+  uint64_t ring_bytes;
+};
+
+std::mutex g_engine_mutex;
+Engine* g_engine = nullptr;
+
+}  // namespace
+
+void EngineAtExit();
+void EngineAfterFork();
+
+Engine* Engine::Get(Status* err) {
+  Engine* e = __atomic_load_n(&g_engine, __ATOMIC_ACQUIRE);
+  if (e) return e;
+  std::lock_guard<std::mutex> lock(g_engine_mutex);
+  if (g_engine) return g_engine;
+  static bool hooks_installed = false;
+  if (!hooks_installed) {
+    hooks_installed = true;
+    atexit(EngineAtExit);
+    pthread_atfork(nullptr, nullptr, EngineAfterFork);
+  }
+  auto* engine = new Engine();
+  Status s = engine->Init();
+  if (!s.ok()) {
+    SOFTRDMA_LOG(kError, "cannot start: %s (%s)", s.message().c_str(), strerror(s.code()));
+    if (err) *err = s;
+    delete engine;
+    return nullptr;
+  }
+  __atomic_store_n(&g_engine, engine, __ATOMIC_RELEASE);
+  return engine;
+}
+
+void EngineAtExit() {
+  std::lock_guard<std::mutex> lock(g_engine_mutex);
+  if (g_engine && g_engine->owner_pid_ == getpid()) g_engine->Shutdown();
+}
+
+// The child of a fork gets a copy of the parent's memory but none of its
+// threads, and must not touch the parent's segment: it starts afresh (with
+// its own registry slot) the next time it uses a device.
+void EngineAfterFork() { g_engine = nullptr; }
+
+void Engine::OnReclaim(ProcRef dead) {
+  // The previous holder of our slot died without cleaning up: its segment
+  // (ring + MR table) is ours to remove.
+  shm::ShmRegion::Unlink(Registry::ProcSegmentName(dead));
+}
+
+Status Engine::Init() {
+  owner_pid_ = getpid();
+  // Allow peers of the same user to read/write our memory with
+  // process_vm_readv/writev even under Yama ptrace_scope=1. Where it is still
+  // refused the transport falls back to the two-copy path.
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+
+  Status s = Registry::Open(&registry_);
+  if (!s.ok()) return s;
+  s = registry_.AttachProcess(&me_, &Engine::OnReclaim);
+  if (!s.ok()) return s;
+
+  const Config& cfg = GetConfig();
+  const size_t mr_bytes = (MrTable::Bytes() + 4095) & ~size_t{4095};
+  const size_t ring_bytes = shm::Ring::RegionBytes(cfg.ring_slots);
+  const size_t total = kHeaderBytes + mr_bytes + ring_bytes;
+  const std::string name = Registry::ProcSegmentName(me_);
+  shm::ShmRegion::Unlink(name);  // a leftover of a dead process with our (slot, gen)
+  s = shm::ShmRegion::Create(name, total, &segment_);
+  if (!s.ok()) {
+    registry_.DetachProcess(me_);
+    return s;
+  }
+  auto* base = static_cast<uint8_t*>(segment_.data());
+  auto* hdr = reinterpret_cast<SegmentHeader*>(base);
+  hdr->pid = getpid();
+  hdr->mr_offset = kHeaderBytes;
+  hdr->ring_offset = kHeaderBytes + mr_bytes;
+  hdr->ring_bytes = ring_bytes;
+  mr_table_ = std::make_unique<MrTable>(reinterpret_cast<MrEntry*>(base + hdr->mr_offset));
+  ring_ = shm::Ring::Format(base + hdr->ring_offset, ring_bytes, cfg.ring_slots);
+  if (!ring_) {
+    shm::ShmRegion::Unlink(name);
+    registry_.DetachProcess(me_);
+    return Status::Error(EINVAL, "cannot format the inbound ring");
+  }
+  hdr->version = kSegmentVersion;
+  __atomic_store_n(&hdr->magic, kSegmentMagic, __ATOMIC_RELEASE);
+
+  qp_by_qpn_.assign(kQpnTableSize, nullptr);
+  thread_ = std::thread([this] { ThreadMain(); });
+  SOFTRDMA_LOG(kInfo, "attached as process slot %u gen %u, segment %s", me_.slot, me_.gen,
+               name.c_str());
+  return Status::Ok();
+}
+
+Engine::~Engine() = default;
+
+void Engine::Shutdown() {
+  stop_.store(true);
+  if (thread_.joinable()) {
+    kick_word_.fetch_add(1);
+    FutexWakePrivate(&kick_word_);
+    ring_->Wake();
+    thread_.join();
+  }
+  shm::ShmRegion::Unlink(Registry::ProcSegmentName(me_));
+  registry_.DetachProcess(me_);
+}
+
+Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {
+  Status s = registry_.AllocQpn(me_, qpn);
+  if (!s.ok()) return s;
+  std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
+  qp_by_qpn_[*qpn] = qp;
+  return Status::Ok();
+}
+
+void Engine::UnregisterQp(Qp* qp) {
+  uint32_t qpn = qp->verbs()->qp_num;
+  {
+    std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
+    if (qpn < qp_by_qpn_.size() && qp_by_qpn_[qpn] == qp) qp_by_qpn_[qpn] = nullptr;
+    // The ring consumer may be between batches: make sure it forgets us.
+    std::erase(ack_list_, qp);
+    std::lock_guard<SpinLock> slock(service_lock_);
+    std::erase(service_list_, qp);
+  }
+  registry_.FreeQpn(me_, qpn);
+}
+
+std::shared_ptr<PeerLink> Engine::ResolveQpn(uint32_t qpn) {
+  ProcRef owner;
+  if (!registry_.LookupQpn(qpn, &owner)) return nullptr;
+  return Peer(owner);
+}
+
+std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  auto it = peers_.find(ref.slot);
+  if (it != peers_.end() && it->second->ref == ref) return it->second;
+  auto link = std::make_shared<PeerLink>();
+  link->ref = ref;
+  if (ref == me_) {
+    // Loopback between QPs of this process: our own ring.
+    link->pid = getpid();
+    link->ring = ring_;
+    link->mrs = reinterpret_cast<const MrEntry*>(static_cast<uint8_t*>(segment_.data()) +
+                                                 kHeaderBytes);
+  } else {
+    link->pid = registry_.LivePid(ref);
+    if (link->pid == 0) return nullptr;
+    Status s = shm::ShmRegion::Open(Registry::ProcSegmentName(ref), &link->region);
+    if (!s.ok()) return nullptr;
+    auto* base = static_cast<uint8_t*>(link->region.data());
+    auto* hdr = reinterpret_cast<SegmentHeader*>(base);
+    if (link->region.size() < kHeaderBytes ||
+        __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) != kSegmentMagic ||
+        hdr->version != kSegmentVersion ||
+        hdr->ring_offset + hdr->ring_bytes > link->region.size())
+      return nullptr;
+    link->ring = shm::Ring::Attach(base + hdr->ring_offset, hdr->ring_bytes);
+    if (!link->ring) return nullptr;
+    link->mrs = reinterpret_cast<const MrEntry*>(base + hdr->mr_offset);
+  }
+  peers_[ref.slot] = link;
+  return link;
+}
+
+bool Engine::Send(PeerLink& peer, const wire::RecordHeader& hdr, const void* payload,
+                  uint32_t len) {
+  iovec parts[2] = {{const_cast<wire::RecordHeader*>(&hdr), sizeof hdr},
+                    {const_cast<void*>(payload), len}};
+  return SendGather(peer, hdr, parts, len ? 2 : 1);
+}
+
+bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* parts,
+                        int nparts) {
+  uint32_t bytes = 0;
+  for (int i = 0; i < nparts; ++i) bytes += static_cast<uint32_t>(parts[i].iov_len);
+  shm::Reservation r;
+  if (!peer.ring->TryReserve(bytes, &r)) return false;
+  uint32_t off = 0;
+  for (int i = 0; i < nparts; ++i) {
+    r.Write(off, parts[i].iov_base, static_cast<uint32_t>(parts[i].iov_len));
+    off += static_cast<uint32_t>(parts[i].iov_len);
+  }
+  peer.ring->Commit(r);
+  return true;
+}
+
+void Engine::Progress() {
+  app_polls_.store(app_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  DrainRing();
+  if (service_pending_.load(std::memory_order_relaxed)) {
+    uint64_t next = 0;
+    ServiceQps(NowNs(), &next);
+  }
+}
+
+bool Engine::DrainRing() {
+  if (!ring_->HasRecord()) return false;
+  if (!ring_->TryLockConsumer()) return false;
+  int n = 0;
+  {
+    std::shared_lock<std::shared_mutex> lock(qp_map_mutex_);
+    shm::RecordView view;
+    while (n < kDrainBatch && ring_->Peek(&view)) {
+      Dispatch(view);
+      ring_->Release(view);
+      ++n;
+    }
+    FlushAcks();
+  }
+  ring_->UnlockConsumer();
+  return n > 0;
+}
+
+void Engine::Dispatch(const shm::RecordView& view) {
+  wire::RecordHeader hdr;
+  if (view.size() < sizeof hdr) return;  // malformed: drop
+  view.CopyOut(0, &hdr, sizeof hdr);
+  Qp* qp = hdr.dst_qpn < qp_by_qpn_.size() ? qp_by_qpn_[hdr.dst_qpn] : nullptr;
+  if (!qp) {
+    if (hdr.type == wire::RecordType::kSend) {
+      // No such QP here. A NIC would drop the packet and let the requester
+      // time out; we tell it at once (it reports the same status).
+      if (auto peer = Peer(ProcRef{hdr.src_slot, hdr.src_gen}))
+        transport::SendNak(*this, *peer, hdr, wire::Syndrome::kNakNoQp);
+    }
+    return;
+  }
+  std::lock_guard<SpinLock> lock(qp->lock);
+  if (hdr.type == wire::RecordType::kSend) {
+    if (transport::OnRequest(*this, *qp, hdr, view) && !qp->ack_pending) {
+      qp->ack_pending = true;
+      ack_list_.push_back(qp);
+    }
+  } else if (hdr.type == wire::RecordType::kAck) {
+    transport::OnAck(*this, *qp, hdr);
+  }
+}
+
+void Engine::FlushAcks() {
+  for (Qp* qp : ack_list_) {
+    std::lock_guard<SpinLock> lock(qp->lock);
+    if (!transport::SendAck(*this, *qp)) NeedService(qp);  // requester's ring full
+  }
+  ack_list_.clear();
+}
+
+void Engine::NeedService(Qp* qp) {
+  std::lock_guard<SpinLock> lock(service_lock_);
+  if (!qp->in_service_list) {
+    qp->in_service_list = true;
+    service_list_.push_back(qp);
+  }
+  service_pending_.store(true, std::memory_order_release);
+}
+
+// Retries QPs that waited for ring space or an RNR timer. Requires the QP
+// map to be stable: callers hold no QP lock.
+bool Engine::ServiceQps(uint64_t now, uint64_t* next_deadline) {
+  std::shared_lock<std::shared_mutex> map_lock(qp_map_mutex_);
+  std::vector<Qp*> work;
+  {
+    std::lock_guard<SpinLock> lock(service_lock_);
+    work.swap(service_list_);
+    for (Qp* qp : work) qp->in_service_list = false;
+    service_pending_.store(false, std::memory_order_relaxed);
+  }
+  bool did = false;
+  for (Qp* qp : work) {
+    std::lock_guard<SpinLock> lock(qp->lock);
+    uint64_t deadline = 0;
+    did |= transport::Service(*this, *qp, now, &deadline);
+    if (deadline && (!*next_deadline || deadline < *next_deadline)) *next_deadline = deadline;
+  }
+  return did;
+}
+
+bool Engine::CheckTimers(uint64_t now, uint64_t* next_deadline) {
+  std::shared_lock<std::shared_mutex> map_lock(qp_map_mutex_);
+  bool any = false;
+  for (Qp* qp : qp_by_qpn_) {
+    if (!qp) continue;
+    std::lock_guard<SpinLock> lock(qp->lock);
+    uint64_t deadline = 0;
+    any |= transport::CheckTimers(*this, *qp, now, &deadline);
+    if (deadline && (!*next_deadline || deadline < *next_deadline)) *next_deadline = deadline;
+  }
+  return any;
+}
+
+void Engine::WatchTimers() {
+  if (thread_state_.load(std::memory_order_relaxed) == kSleepingForever) ring_->Wake();
+}
+
+void Engine::ApplicationMayBlock() {
+  if (thread_state_.load(std::memory_order_relaxed) == kAppPolling) {
+    kick_word_.fetch_add(1, std::memory_order_release);
+    FutexWakePrivate(&kick_word_);
+  } else {
+    WatchTimers();
+  }
+}
+
+void Engine::ThreadMain() {
+  uint64_t seen_polls = app_polls_.load(std::memory_order_relaxed);
+  uint64_t last_timer_check = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    uint64_t now = NowNs();
+    uint64_t next_deadline = 0;
+    bool did = DrainRing();
+    if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, &next_deadline);
+    bool timers_live = false;
+    if (now - last_timer_check >= kTimerTickNs || did) {
+      timers_live = CheckTimers(now, &next_deadline);
+      last_timer_check = now;
+    } else {
+      timers_live = true;  // checked recently; keep ticking
+    }
+    if (did) continue;
+
+    uint64_t polls = app_polls_.load(std::memory_order_relaxed);
+    if (polls != seen_polls) {
+      // The application is polling and drains the ring itself: stay out of
+      // its way, and let producers skip the wake-up system call.
+      seen_polls = polls;
+      thread_state_.store(kAppPolling, std::memory_order_relaxed);
+      uint32_t k = kick_word_.load(std::memory_order_acquire);
+      FutexWaitPrivate(&kick_word_, k, kAppPollingTickNs);
+      thread_state_.store(kRunning, std::memory_order_relaxed);
+      continue;
+    }
+
+    uint64_t timeout = 0;
+    if (timers_live) timeout = kTimerTickNs;
+    if (next_deadline) {
+      uint64_t until = next_deadline > now ? next_deadline - now : 1;
+      if (!timeout || until < timeout) timeout = until;
+    }
+    thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
+    uint32_t word = ring_->PrepareToSleep();
+    if (!ring_->HasRecord() && !stop_.load() && !service_pending_.load()) ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1);
+    ring_->FinishSleep();
+    thread_state_.store(kRunning, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace softrdma

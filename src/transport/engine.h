@@ -1,0 +1,124 @@
+// The per-process transport engine: this process's attachment to the host
+// registry, its shared segment (inbound ring + published MR table), the
+// links to peer processes, the QPN -> QP map, and the progress thread.
+//
+// Progress (see docs/design.md): verbs calls drive it inline — ibv_poll_cq
+// drains the inbound ring, so a busy-polling application sees a message as
+// soon as it lands. A background thread covers the times the application is
+// not polling: it sleeps on the ring's futex and is woken by producers only
+// when it has announced that it sleeps; while the application polls, it
+// stays out of the way (no wake-ups, no system calls for the producers).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include <sys/uio.h>
+
+#include "core/mr_table.h"
+#include "core/qp.h"
+#include "host/registry.h"
+#include "transport/messages.h"
+#include "util/status.h"
+#include "wire/shm/ring.h"
+#include "wire/shm/shm_region.h"
+
+namespace softrdma {
+
+// A mapped peer process: its ring (to send it records) and its MR table.
+struct PeerLink {
+  ProcRef ref;
+  pid_t pid = 0;
+  shm::ShmRegion region;
+  shm::Ring* ring = nullptr;
+  const MrEntry* mrs = nullptr;
+  // Set once the peer answered kPullRefused: it cannot read our memory with
+  // cross-memory attach, so bulk data to it goes by fragments.
+  std::atomic<bool> pull_refused{false};
+};
+
+class Engine {
+ public:
+  // The process's engine, created on first use. nullptr (and *err) when the
+  // host registry or the shared segment cannot be set up.
+  static Engine* Get(Status* err);
+
+  ProcRef me() const { return me_; }
+  Registry& registry() { return registry_; }
+  MrTable& mr_table() { return *mr_table_; }
+  uint32_t NewPdId() { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
+
+  Status RegisterQp(Qp* qp, uint32_t* qpn);
+  void UnregisterQp(Qp* qp);
+
+  // Maps the process that owns `qpn`; nullptr if no live process owns it.
+  std::shared_ptr<PeerLink> ResolveQpn(uint32_t qpn);
+  std::shared_ptr<PeerLink> Peer(ProcRef ref);
+
+  // Inline progress from verbs calls: drain the inbound ring and retry work
+  // that waited for ring space or a timer. Cheap when there is nothing to do.
+  void Progress();
+  // A QP needs attention outside the inline path (ring full, RNR wait).
+  void NeedService(Qp* qp);
+  // Called when new sends are outstanding: makes sure the progress thread
+  // watches retransmit/RNR timers (wakes it only if it sleeps indefinitely).
+  void WatchTimers();
+  // Called before an application blocks for an event (ibv_req_notify_cq):
+  // the progress thread must take over the inbound ring now.
+  void ApplicationMayBlock();
+
+  // Sends a record to a peer's ring. false = ring full (retry later).
+  bool Send(PeerLink& peer, const wire::RecordHeader& hdr, const void* payload, uint32_t len);
+  bool SendGather(PeerLink& peer, const wire::RecordHeader& hdr, const iovec* parts, int nparts);
+
+  ~Engine();
+
+ private:
+  Engine() = default;
+  Status Init();
+  void Shutdown();
+  bool DrainRing();
+  void Dispatch(const shm::RecordView& view);
+  void FlushAcks();
+  bool ServiceQps(uint64_t now, uint64_t* next_deadline);
+  bool CheckTimers(uint64_t now, uint64_t* next_deadline);
+  void ThreadMain();
+  static void OnReclaim(ProcRef dead);
+  friend void EngineAtExit();
+  friend void EngineAfterFork();
+
+  Registry registry_;
+  ProcRef me_{};
+  pid_t owner_pid_ = 0;
+  shm::ShmRegion segment_;
+  shm::Ring* ring_ = nullptr;
+  std::unique_ptr<MrTable> mr_table_;
+  std::atomic<uint32_t> next_pd_id_{1};
+
+  std::shared_mutex qp_map_mutex_;
+  std::vector<Qp*> qp_by_qpn_;  // indexed by QPN; owned QPs only
+  std::vector<Qp*> ack_list_;   // QPs with an ACK to send (consumer-exclusive)
+
+  std::mutex peers_mutex_;
+  std::map<uint32_t, std::shared_ptr<PeerLink>> peers_;  // by slot
+
+  SpinLock service_lock_;
+  std::vector<Qp*> service_list_;
+  std::atomic<bool> service_pending_{false};
+
+  // Progress thread coordination.
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> app_polls_{0};
+  std::atomic<uint32_t> kick_word_{0};
+  enum ThreadState : uint32_t { kRunning, kSleepingForever, kSleepingTimed, kAppPolling };
+  std::atomic<uint32_t> thread_state_{kRunning};
+};
+
+}  // namespace softrdma

@@ -1,0 +1,70 @@
+// The records the shm wire carries between processes. They mirror the
+// RoCE/IB transport (docs/rc-transport.md): a request carries a PSN and the
+// destination QPN; the responder answers with a cumulative ACK or a NAK whose
+// syndrome says why. One message = one PSN here, since the ring has no MTU:
+// a PSN counts messages, not packets.
+#pragma once
+
+#include <cstdint>
+
+namespace softrdma::wire {
+
+enum class RecordType : uint8_t {
+  kSend = 1,  // SEND / SEND_WITH_IMM request
+  kAck = 2,   // ACK or NAK from a responder to a requester
+};
+
+// How a request's payload travels.
+enum class PayloadMode : uint8_t {
+  kInline = 0,    // the payload follows the header in the ring (small messages)
+  kPull = 1,      // an iovec list of the requester's memory follows: the
+                  // responder copies straight from it (cross-memory attach)
+  kFragment = 2,  // one piece of a message pushed through the ring (two
+                  // copies; used where cross-memory attach is refused)
+};
+
+enum RequestFlags : uint8_t {
+  kFlagSolicited = 1 << 0,
+  kFlagHasImm = 1 << 1,
+  kFlagLastFragment = 1 << 2,
+};
+
+// ACK/NAK syndromes (our own numbering; the mapping to work-completion
+// statuses at the requester is in transport/completer.cpp).
+enum class Syndrome : uint8_t {
+  kAck = 0,
+  kRnrNak = 1,          // no receive WQE: retry after the RNR timer
+  kNakInvalidRequest = 2,  // e.g. message longer than the receive buffer
+  kNakRemoteAccess = 3,    // rkey/bounds/access violation at the responder
+  kNakRemoteOp = 4,        // responder could not complete (e.g. bad receive lkey)
+  kNakNoQp = 5,            // destination QP does not exist (a NIC would time out)
+  kPullRefused = 6,        // cross-memory attach refused: resend by fragments
+  kNakSequence = 7,        // PSN sequence error: resend from the given PSN
+};
+
+struct RecordHeader {
+  RecordType type;
+  PayloadMode mode;
+  uint8_t flags;
+  Syndrome syndrome;      // kAck records
+  uint32_t src_qpn;
+  uint32_t dst_qpn;
+  uint32_t psn;           // request: its PSN; ack: the PSN acknowledged / NAKed
+  uint32_t src_slot;      // requester's process slot (registry)
+  uint32_t src_gen;       // ... and its generation
+  uint32_t imm;           // immediate data, network byte order as given by the user
+  uint32_t total_len;     // whole message length
+  uint32_t frag_offset;   // kFragment: where this piece goes
+  uint32_t payload_len;   // bytes following the header (inline data, a fragment, or iovecs)
+  uint32_t rnr_timer;     // kRnrNak: the responder's min_rnr_timer code
+  uint32_t reserved;
+};
+static_assert(sizeof(RecordHeader) == 48);
+
+// An element of the kPull iovec list.
+struct RemoteIov {
+  uint64_t addr;
+  uint64_t len;
+};
+
+}  // namespace softrdma::wire

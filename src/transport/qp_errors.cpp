@@ -1,0 +1,48 @@
+// What happens to outstanding work when a QP enters ERR or RESET
+// (docs/qp-state-machine.md §5-6).
+#include "transport/engine.h"
+#include "transport/transport.h"
+
+namespace softrdma::transport {
+
+void EnterError(Engine& engine, Qp& qp) {
+  (void)engine;
+  if (qp.state != IBV_QPS_ERR) {
+    qp.state = IBV_QPS_ERR;
+    qp.qpx.qp_base.state = IBV_QPS_ERR;
+  }
+  // Every remaining send WQE completes with a flush error, in order, signaled
+  // or not; then every receive WQE.
+  for (; qp.sq.tail != qp.sq.head; ++qp.sq.tail) {
+    const SendWqe& w = qp.sq.at(qp.sq.tail);
+    CompleteSend(qp, w, IBV_WC_WR_FLUSH_ERR);
+  }
+  qp.sq_tx = qp.sq.tail;
+  for (; qp.rq.tail != qp.rq.head; ++qp.rq.tail) {
+    ibv_wc wc{};
+    wc.wr_id = qp.rq.at(qp.rq.tail).wr_id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp.qpx.qp_base.qp_num;
+    qp.recv_cq->Push(wc, true);
+  }
+  qp.rnr_wait_until_ns = 0;
+  qp.tx_blocked = false;
+  qp.frag_active = false;
+  qp.frag_received = 0;
+}
+
+void ResetQueues(Qp& qp) {
+  qp.sq.tail = qp.sq.head;
+  qp.sq_tx = qp.sq.head;
+  qp.rq.tail = qp.rq.head;
+  qp.rnr_wait_until_ns = 0;
+  qp.tx_blocked = false;
+  qp.frag_active = false;
+  qp.frag_received = 0;
+  qp.ack_pending = false;
+  qp.next_psn = 0;
+  qp.epsn = 0;
+}
+
+}  // namespace softrdma::transport

@@ -1,0 +1,267 @@
+// Requester: validates posted send WRs, queues them as WQEs and turns them
+// into request records on the peer's ring.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/device.h"
+#include "core/limits.h"
+#include "core/qp_state_machine.h"
+#include "transport/engine.h"
+#include "transport/transport.h"
+#include "util/clock.h"
+#include "util/config.h"
+#include "util/log.h"
+
+namespace softrdma::transport {
+
+namespace {
+
+// Pieces of a message pushed through the ring when cross-memory attach is
+// refused; small enough that several fit in a ring at once.
+constexpr uint32_t kFragmentBytes = 8192;
+
+bool IsSupportedOpcode(ibv_qp_type type, ibv_wr_opcode op) {
+  // SEND and SEND_WITH_IMM are implemented; the one-sided opcodes come with
+  // the data-path work (docs/abi.md lists them as not implemented yet).
+  (void)type;
+  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
+}
+
+int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
+  if (!IsSupportedOpcode(qp.type, wr.opcode)) {
+    // Known RC opcodes that are not implemented yet fail loudly rather than
+    // pretending; anything else is simply invalid.
+    return wr.opcode <= IBV_WR_DRIVER1 ? EOPNOTSUPP : EINVAL;
+  }
+  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > qp.cap.max_send_sge) return EINVAL;
+  if (wr.num_sge > 0 && !wr.sg_list) return EINVAL;
+  uint64_t sum = 0;
+  for (int i = 0; i < wr.num_sge; ++i) sum += wr.sg_list[i].length;
+  if (sum > limits::kMaxMsgSize) return EINVAL;
+  if ((wr.send_flags & IBV_SEND_INLINE) && sum > qp.cap.max_inline_data) return EINVAL;
+  *total = sum;
+  return 0;
+}
+
+}  // namespace
+
+int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  int rc = CheckPostSendState(qp.state);
+  if (rc) {
+    *bad_wr = wr;
+    return rc;
+  }
+  bool queued = false;
+  for (; wr; wr = wr->next) {
+    uint64_t total = 0;
+    rc = ValidateSendWr(qp, *wr, &total);
+    if (rc == 0 && qp.sq.full()) rc = ENOMEM;
+    if (rc) {
+      *bad_wr = wr;
+      break;
+    }
+    uint32_t index = qp.sq.head;
+    SendWqe& w = qp.sq.at(index);
+    w.wr_id = wr->wr_id;
+    w.opcode = wr->opcode;
+    w.imm = wr->opcode == IBV_WR_SEND_WITH_IMM ? wr->imm_data : 0;
+    w.total_len = static_cast<uint32_t>(total);
+    w.signaled = qp.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+    w.solicited = wr->send_flags & IBV_SEND_SOLICITED;
+    w.is_inline = wr->send_flags & IBV_SEND_INLINE;
+    w.tx_offset = 0;
+    w.psn = qp.next_psn;
+    qp.next_psn = PsnAdd(qp.next_psn, 1);
+    if (w.is_inline) {
+      // Inline data is taken at post time (no lkey needed): the application
+      // may reuse its buffer as soon as ibv_post_send returns.
+      uint8_t* dst = qp.inline_slot(index);
+      for (int i = 0; i < wr->num_sge; ++i) {
+        memcpy(dst, reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
+        dst += wr->sg_list[i].length;
+      }
+      w.num_sge = 0;
+    } else {
+      w.num_sge = static_cast<uint32_t>(wr->num_sge);
+      std::copy_n(wr->sg_list, wr->num_sge, qp.sq.sge_of(index));
+    }
+    ++qp.sq.head;
+    queued = true;
+  }
+  if (queued) {
+    if (SendsFlushImmediately(qp.state)) {
+      EnterError(engine, qp);  // flushes what was just queued
+    } else {
+      Transmit(engine, qp);
+      engine.WatchTimers();
+    }
+  }
+  return rc;
+}
+
+namespace {
+
+enum class TxResult { kSent, kBlocked, kFailed };
+
+// Resolves a WQE's local SGEs to addresses in this process, checking each
+// lkey, bound and the QP's PD. Returns the number of iovecs or -1.
+int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out) {
+  const ibv_sge* sge = qp.sq.sge_of(index);
+  int n = 0;
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (sge[i].length == 0) continue;
+    uint64_t host = 0;
+    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
+                                 qp.pd->id, 0, &host) != 0)
+      return -1;
+    out[n++] = iovec{reinterpret_cast<void*>(host), sge[i].length};
+  }
+  return n;
+}
+
+wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w) {
+  wire::RecordHeader h{};
+  h.type = wire::RecordType::kSend;
+  h.flags = (w.solicited ? wire::kFlagSolicited : 0) |
+            (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0);
+  h.src_qpn = qp.qpx.qp_base.qp_num;
+  h.dst_qpn = qp.attr.dest_qp_num;
+  h.psn = w.psn;
+  h.src_slot = engine.me().slot;
+  h.src_gen = engine.me().gen;
+  h.imm = w.imm;
+  h.total_len = w.total_len;
+  return h;
+}
+
+TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
+  SendWqe& w = qp.sq.at(index);
+  PeerLink& peer = *qp.peer;
+  wire::RecordHeader h = RequestHeader(engine, qp, w);
+  iovec parts[limits::kMaxSge + 1];
+  parts[0] = iovec{&h, sizeof h};
+  int nlocal = 0;
+  if (w.is_inline) {
+    parts[1] = iovec{qp.inline_slot(index), w.total_len};
+    nlocal = w.total_len ? 1 : 0;
+  } else {
+    nlocal = ResolveLocal(engine, qp, index, w, parts + 1);
+    if (nlocal < 0) return TxResult::kFailed;
+  }
+
+  if (w.is_inline || w.total_len <= GetConfig().shm_inline_max) {
+    h.mode = wire::PayloadMode::kInline;
+    h.payload_len = w.total_len;
+    return engine.SendGather(peer, h, parts, nlocal + 1) ? TxResult::kSent : TxResult::kBlocked;
+  }
+
+  if (GetConfig().cma_allowed && !peer.pull_refused.load(std::memory_order_relaxed)) {
+    // One copy: the responder reads straight from our buffers.
+    wire::RemoteIov iov[limits::kMaxSge];
+    for (int i = 0; i < nlocal; ++i)
+      iov[i] = {reinterpret_cast<uint64_t>(parts[i + 1].iov_base), parts[i + 1].iov_len};
+    h.mode = wire::PayloadMode::kPull;
+    h.payload_len = static_cast<uint32_t>(nlocal * sizeof(wire::RemoteIov));
+    return engine.Send(peer, h, iov, h.payload_len) ? TxResult::kSent : TxResult::kBlocked;
+  }
+
+  // Two copies: push the message through the ring in fragments, resuming
+  // where a full ring stopped us.
+  h.mode = wire::PayloadMode::kFragment;
+  while (w.tx_offset < w.total_len) {
+    uint32_t len = std::min(kFragmentBytes, w.total_len - w.tx_offset);
+    iovec frag[limits::kMaxSge + 1];
+    frag[0] = iovec{&h, sizeof h};
+    int nfrag = 1;
+    uint64_t skip = w.tx_offset, want = len;
+    for (int i = 1; i <= nlocal && want; ++i) {
+      if (skip >= parts[i].iov_len) {
+        skip -= parts[i].iov_len;
+        continue;
+      }
+      uint64_t take = std::min<uint64_t>(parts[i].iov_len - skip, want);
+      frag[nfrag++] = iovec{static_cast<uint8_t*>(parts[i].iov_base) + skip, take};
+      want -= take;
+      skip = 0;
+    }
+    h.frag_offset = w.tx_offset;
+    h.payload_len = len;
+    h.flags = static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
+                                   (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
+    if (!engine.SendGather(peer, h, frag, nfrag)) return TxResult::kBlocked;
+    w.tx_offset += len;
+  }
+  return TxResult::kSent;
+}
+
+}  // namespace
+
+bool EnsurePeer(Engine& engine, Qp& qp) {
+  if (qp.peer) return true;
+  if (Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid))
+    qp.peer = engine.ResolveQpn(qp.attr.dest_qp_num);
+  return qp.peer != nullptr;
+}
+
+void Transmit(Engine& engine, Qp& qp) {
+  // SQD: WQEs not yet started stay queued until the QP returns to RTS.
+  if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
+  if (!qp.peer && !EnsurePeer(engine, qp)) {
+    // Nobody owns the destination QPN (or it is on another host, and the
+    // RoCE wire is not there yet): what a NIC reports after its retries.
+    if (qp.sq_tx != qp.sq.head) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
+    return;
+  }
+  bool was_idle = qp.sq_tx == qp.sq.tail;
+  while (qp.sq_tx != qp.sq.head) {
+    TxResult r = TransmitOne(engine, qp, qp.sq_tx);
+    if (r == TxResult::kBlocked) {
+      qp.tx_blocked = true;
+      engine.NeedService(&qp);
+      return;
+    }
+    if (r == TxResult::kFailed) {
+      // The failing WQE must be the next to complete: everything before it
+      // is already on the wire and will be acknowledged first. Complete the
+      // earlier ones as they are ACKed; mark this one and stop sending.
+      if (qp.sq_tx == qp.sq.tail) {
+        FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
+      } else {
+        qp.tx_blocked = true;  // retried after the earlier WQEs complete
+        engine.NeedService(&qp);
+      }
+      return;
+    }
+    if (was_idle) {
+      qp.last_ack_ns = NowNs();
+      was_idle = false;
+    }
+    ++qp.sq_tx;
+  }
+  qp.tx_blocked = false;
+}
+
+bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
+  bool did = false;
+  if (qp.ack_pending) {
+    if (SendAck(engine, qp)) did = true;
+    else engine.NeedService(&qp);
+  }
+  if (qp.rnr_wait_until_ns) {
+    if (now < qp.rnr_wait_until_ns) {
+      *deadline = qp.rnr_wait_until_ns;
+      engine.NeedService(&qp);
+      return did;
+    }
+    qp.rnr_wait_until_ns = 0;
+  }
+  if (qp.sq_tx != qp.sq.head && qp.state == IBV_QPS_RTS) {
+    uint32_t before = qp.sq_tx;
+    Transmit(engine, qp);
+    did |= qp.sq_tx != before;
+  }
+  return did;
+}
+
+}  // namespace softrdma::transport

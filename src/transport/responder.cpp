@@ -1,0 +1,248 @@
+// Responder: executes incoming requests against receive WQEs and tells the
+// requester how it went (ACK, RNR NAK, NAK), per docs/rc-transport.md §4.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <sys/uio.h>
+
+#include "core/limits.h"
+#include "core/qp_state_machine.h"
+#include "transport/engine.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/log.h"
+
+namespace softrdma::transport {
+
+int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  int rc = CheckPostRecvState(qp.state, /*has_srq=*/false);
+  if (rc) {
+    *bad_wr = wr;
+    return rc;
+  }
+  bool queued = false;
+  for (; wr; wr = wr->next) {
+    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp.cap.max_recv_sge ||
+        (wr->num_sge > 0 && !wr->sg_list)) {
+      rc = EINVAL;
+    } else if (qp.rq.full()) {
+      rc = ENOMEM;
+    }
+    if (rc) {
+      *bad_wr = wr;
+      break;
+    }
+    uint32_t index = qp.rq.head;
+    RecvWqe& w = qp.rq.at(index);
+    w.wr_id = wr->wr_id;
+    w.num_sge = static_cast<uint32_t>(wr->num_sge);
+    std::copy_n(wr->sg_list, wr->num_sge, qp.rq.sge_of(index));
+    ++qp.rq.head;
+    queued = true;
+  }
+  if (queued && RecvsFlushImmediately(qp.state)) EnterError(engine, qp);
+  return rc;
+}
+
+namespace {
+
+void CompleteRecv(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire::RecordHeader& req) {
+  ibv_wc wc{};
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = IBV_WC_RECV;
+  wc.byte_len = req.total_len;
+  wc.qp_num = qp.qpx.qp_base.qp_num;
+  wc.src_qp = req.src_qpn;
+  if (req.flags & wire::kFlagHasImm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = req.imm;
+  }
+  qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) || status != IBV_WC_SUCCESS);
+}
+
+// The receive WQE's buffers as iovecs in our address space, truncated to
+// `len` bytes. Returns the count, or -1 on a bad lkey/bound/access.
+int ResolveRecv(Engine& engine, Qp& qp, uint32_t index, uint64_t len, iovec* out) {
+  const RecvWqe& w = qp.rq.at(index);
+  const ibv_sge* sge = qp.rq.sge_of(index);
+  int n = 0;
+  for (uint32_t i = 0; i < w.num_sge && len; ++i) {
+    if (sge[i].length == 0) continue;
+    uint64_t host = 0;
+    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
+                                 qp.pd->id, IBV_ACCESS_LOCAL_WRITE, &host) != 0)
+      return -1;
+    uint64_t take = std::min<uint64_t>(sge[i].length, len);
+    out[n++] = iovec{reinterpret_cast<void*>(host), take};
+    len -= take;
+  }
+  return n;
+}
+
+uint64_t RecvCapacity(Qp& qp, uint32_t index) {
+  const ibv_sge* sge = qp.rq.sge_of(index);
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < qp.rq.at(index).num_sge; ++i) sum += sge[i].length;
+  return sum;
+}
+
+// Copies `len` bytes at `src_off` of the ring record into the iovecs at
+// byte offset `dst_off`.
+void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iovec* iov, int n,
+                       uint64_t dst_off, uint64_t len) {
+  for (int i = 0; i < n && len; ++i) {
+    if (dst_off >= iov[i].iov_len) {
+      dst_off -= iov[i].iov_len;
+      continue;
+    }
+    uint64_t take = std::min<uint64_t>(iov[i].iov_len - dst_off, len);
+    view.CopyOut(src_off, static_cast<uint8_t*>(iov[i].iov_base) + dst_off, static_cast<uint32_t>(take));
+    src_off += static_cast<uint32_t>(take);
+    len -= take;
+    dst_off = 0;
+  }
+}
+
+enum class PullResult { kOk, kRefused, kFault };
+
+PullResult PullFromRequester(pid_t pid, const iovec* local, int nlocal, const shm::RecordView& view,
+                             const wire::RecordHeader& req) {
+  uint32_t niov = req.payload_len / sizeof(wire::RemoteIov);
+  if (niov > limits::kMaxSge) return PullResult::kFault;
+  wire::RemoteIov remote_list[limits::kMaxSge];
+  view.CopyOut(sizeof req, remote_list, niov * sizeof(wire::RemoteIov));
+  iovec remote[limits::kMaxSge];
+  for (uint32_t i = 0; i < niov; ++i)
+    remote[i] = iovec{reinterpret_cast<void*>(remote_list[i].addr), remote_list[i].len};
+  ssize_t got = process_vm_readv(pid, local, nlocal, remote, niov, 0);
+  if (got == static_cast<ssize_t>(req.total_len)) return PullResult::kOk;
+  if (got < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) return PullResult::kRefused;
+  return PullResult::kFault;
+}
+
+}  // namespace
+
+void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
+             uint32_t rnr_timer) {
+  wire::RecordHeader h{};
+  h.type = wire::RecordType::kAck;
+  h.syndrome = why;
+  h.src_qpn = req.dst_qpn;
+  h.dst_qpn = req.src_qpn;
+  h.psn = req.psn;
+  h.src_slot = engine.me().slot;
+  h.src_gen = engine.me().gen;
+  h.rnr_timer = rnr_timer;
+  // A NAK lost to a full ring is recovered by the requester's retransmit
+  // timer, as a lost packet would be.
+  engine.Send(peer, h, nullptr, 0);
+}
+
+bool SendAck(Engine& engine, Qp& qp) {
+  if (!qp.peer) return true;
+  wire::RecordHeader h{};
+  h.type = wire::RecordType::kAck;
+  h.syndrome = wire::Syndrome::kAck;
+  h.src_qpn = qp.qpx.qp_base.qp_num;
+  h.dst_qpn = qp.attr.dest_qp_num;
+  h.psn = PsnAdd(qp.epsn, 0xffffff);  // epsn - 1: everything before epsn is done
+  h.src_slot = engine.me().slot;
+  h.src_gen = engine.me().gen;
+  if (!engine.Send(*qp.peer, h, nullptr, 0)) return false;
+  qp.ack_pending = false;
+  return true;
+}
+
+bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view) {
+  // Requests are executed from RTR on; in RESET/INIT they are dropped and in
+  // ERR nothing is answered (the requester times out, as on a NIC).
+  if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
+      qp.state != IBV_QPS_SQE)
+    return false;
+  if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num || req.src_slot != qp.peer->ref.slot ||
+      req.src_gen != qp.peer->ref.gen)
+    return false;  // an RC QP only talks to its connected peer
+  if (req.psn != qp.epsn) {
+    // Duplicate (already executed): acknowledge again so that a requester
+    // that retransmitted learns it is done. A PSN from the future follows a
+    // message we NAKed; the requester rewinds on that NAK, so drop it.
+    return PsnBefore(req.psn, qp.epsn);
+  }
+  const bool fragment = req.mode == wire::PayloadMode::kFragment;
+  if (fragment && req.frag_offset == 0) {
+    // A (re)transmission starts the message over.
+    qp.frag_received = 0;
+    qp.frag_active = false;
+  }
+  if (fragment && req.frag_offset != qp.frag_received) return false;  // tail of a NAKed message
+  if (fragment && req.frag_offset > 0 && !qp.frag_active) return false;
+
+  if (qp.rq.size() == 0) {
+    SendNak(engine, *qp.peer, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
+    return false;
+  }
+  const uint32_t index = qp.rq.tail;
+  if (req.total_len > RecvCapacity(qp, index)) {
+    // Message longer than the receive buffer: the responder's WQE completes
+    // with a local length error and the requester gets "invalid request".
+    CompleteRecv(qp, qp.rq.at(index), IBV_WC_LOC_LEN_ERR, req);
+    ++qp.rq.tail;
+    SendNak(engine, *qp.peer, req, wire::Syndrome::kNakInvalidRequest);
+    EnterError(engine, qp);
+    return false;
+  }
+  iovec local[limits::kMaxSge];
+  int nlocal = ResolveRecv(engine, qp, index, req.total_len, local);
+  if (nlocal < 0) {
+    CompleteRecv(qp, qp.rq.at(index), IBV_WC_LOC_PROT_ERR, req);
+    ++qp.rq.tail;
+    SendNak(engine, *qp.peer, req, wire::Syndrome::kNakRemoteOp);
+    EnterError(engine, qp);
+    return false;
+  }
+
+  switch (req.mode) {
+    case wire::PayloadMode::kInline:
+      if (req.payload_len != req.total_len) return false;  // malformed: drop
+      ScatterFromRecord(view, sizeof req, local, nlocal, 0, req.total_len);
+      break;
+    case wire::PayloadMode::kPull: {
+      if (!GetConfig().cma_allowed) {
+        SendNak(engine, *qp.peer, req, wire::Syndrome::kPullRefused);
+        return false;
+      }
+      PullResult r = PullFromRequester(qp.peer->pid, local, nlocal, view, req);
+      if (r == PullResult::kRefused) {
+        SOFTRDMA_LOG(kInfo, "cross-memory attach refused (%s): using the two-copy path",
+                     strerror(errno));
+        SendNak(engine, *qp.peer, req, wire::Syndrome::kPullRefused);
+        return false;
+      }
+      if (r == PullResult::kFault) {
+        SendNak(engine, *qp.peer, req, wire::Syndrome::kNakRemoteOp);
+        CompleteRecv(qp, qp.rq.at(index), IBV_WC_LOC_QP_OP_ERR, req);
+        ++qp.rq.tail;
+        EnterError(engine, qp);
+        return false;
+      }
+      break;
+    }
+    case wire::PayloadMode::kFragment:
+      if (req.frag_offset + req.payload_len > req.total_len) return false;  // malformed
+      ScatterFromRecord(view, sizeof req, local, nlocal, req.frag_offset, req.payload_len);
+      qp.frag_received += req.payload_len;
+      qp.frag_active = true;
+      if (!(req.flags & wire::kFlagLastFragment)) return false;  // more to come
+      qp.frag_active = false;
+      qp.frag_received = 0;
+      break;
+  }
+  CompleteRecv(qp, qp.rq.at(index), IBV_WC_SUCCESS, req);
+  ++qp.rq.tail;
+  qp.epsn = PsnAdd(qp.epsn, 1);
+  return true;
+}
+
+}  // namespace softrdma::transport

@@ -1,0 +1,61 @@
+// The transport roles of a QP (requester, completer, responder) as free
+// functions over Qp. Every function here expects the caller to hold qp.lock.
+#pragma once
+
+#include <cstdint>
+
+#include <infiniband/verbs.h>
+
+#include "core/qp.h"
+#include "transport/messages.h"
+#include "wire/shm/ring.h"
+
+namespace softrdma {
+class Engine;
+struct PeerLink;
+}  // namespace softrdma
+
+namespace softrdma::transport {
+
+// --- requester (requester.cpp)
+// Validates and queues a chain of send WRs, then starts transmitting.
+int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+// Transmits queued WQEs until the queue is empty, the peer's ring is full or
+// an RNR wait is pending.
+void Transmit(Engine& engine, Qp& qp);
+// Maps the connected peer's process if not done yet (lazily, as the
+// remote QP may be created after our RTR). false = no live owner.
+bool EnsurePeer(Engine& engine, Qp& qp);
+// Deferred work: blocked transmissions, RNR waits, blocked ACKs. Returns
+// true if progress was made; *deadline = when it wants to run again (0 = never).
+bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
+
+// --- completer (completer.cpp)
+void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack);
+// Retransmit timer. Returns true while the QP has sends outstanding.
+bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
+// Completes the SQ head with `status` (always reported) and moves the QP to ERR.
+void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status);
+void CompleteSend(Qp& qp, const SendWqe& wqe, ibv_wc_status status);
+
+// --- responder (responder.cpp)
+int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// Executes an incoming request. Returns true if an ACK must be sent.
+bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view);
+// Sends the cumulative ACK for epsn-1. false = the requester's ring is full.
+bool SendAck(Engine& engine, Qp& qp);
+void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
+             uint32_t rnr_timer = 0);
+
+// --- state changes (qp_errors.cpp)
+// Moves the QP to ERR and flushes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
+void EnterError(Engine& engine, Qp& qp);
+// Discards every WQE without completions (transition to RESET).
+void ResetQueues(Qp& qp);
+
+// RNR NAK timer code -> nanoseconds (docs/rc-transport.md §5.3).
+uint64_t RnrTimerNs(uint32_t code);
+// Local ACK timeout: 4.096 us * 2^timeout; 0 = infinite (returns 0).
+uint64_t AckTimeoutNs(uint8_t timeout);
+
+}  // namespace softrdma::transport

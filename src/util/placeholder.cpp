@@ -1,1 +1,0 @@
-int softrdma_placeholder_symbol = 0;
