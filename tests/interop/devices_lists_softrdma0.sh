@@ -7,10 +7,7 @@ sr_init devices_lists_softrdma0 "$@"
 sr_need_tool ibv_devices ibverbs-utils
 
 out="$SR_TMP/ibv_devices.out"
-rc=0
-sr_run ibv_devices >"$out" 2>&1 || rc=$?
-sed 's/^/  | /' "$out"
-((rc == 0)) || sr_fail "ibv_devices exited with $rc"
+sr_run_ok "$out" ibv_devices
 # Rows are "    <name>  <tab><16 hex digits of node GUID>".
 grep -Eq "^[[:space:]]+${SR_DEVICE}[[:space:]]+[0-9a-f]{16}[[:space:]]*$" "$out" ||
   sr_fail "ibv_devices does not list $SR_DEVICE with a node GUID"

@@ -8,10 +8,7 @@ sr_init devinfo_port_active_and_loopback_gid "$@"
 sr_need_tool ibv_devinfo ibverbs-utils
 
 out="$SR_TMP/ibv_devinfo.out"
-rc=0
-sr_run ibv_devinfo -v >"$out" 2>&1 || rc=$?
-sed 's/^/  | /' "$out"
-((rc == 0)) || sr_fail "ibv_devinfo -v exited with $rc"
+sr_run_ok "$out" ibv_devinfo -v
 grep -Eq "^hca_id:[[:space:]]+$SR_DEVICE$" "$out" || sr_fail "no 'hca_id: $SR_DEVICE'"
 grep -Eq "^[[:space:]]+port:[[:space:]]+1$" "$out" || sr_fail "no port 1"
 grep -Eq "^[[:space:]]+state:[[:space:]]+PORT_ACTIVE \(4\)$" "$out" || sr_fail "port is not PORT_ACTIVE"

@@ -120,6 +120,16 @@ sr_run() {
   timeout -k 5 "$SR_TIMEOUT" env LD_LIBRARY_PATH="$SR_LIB_DIR" "$@" </dev/null
 }
 
+# sr_run_ok OUTFILE CMD ARGS...: sr_run, output to OUTFILE and shown; fail
+# unless the program exits 0.
+sr_run_ok() {
+  local out=$1 rc=0
+  shift
+  sr_run "$@" >"$out" 2>&1 || rc=$?
+  sed 's/^/  | /' "$out"
+  ((rc == 0)) || sr_fail "$* exited with $rc"
+}
+
 # sr_start OUTFILE CMD ARGS...: like sr_run, in the background; sets
 # SR_LAST_PID to the PID of `timeout`, which puts itself and the program in a
 # new process group whose id is that PID (so sr_kill_group reaches both).
