@@ -128,8 +128,10 @@ void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
 
 bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET) return false;
-  bool outstanding = qp.sq.tail != qp.sq_tx;
-  if (!outstanding) return qp.rnr_wait_until_ns != 0 || qp.tx_blocked;
+  // A WQE waiting for ring space counts as outstanding too: a peer that
+  // stops draining its ring is as dead to us as one that stops answering.
+  bool outstanding = qp.sq.tail != qp.sq_tx || (qp.tx_blocked && qp.sq_tx != qp.sq.head);
+  if (!outstanding) return qp.rnr_wait_until_ns != 0;
   uint64_t timeout = AckTimeoutNs(qp.attr.timeout);
   if (timeout == 0) return true;  // timeout 0 = wait forever
   uint64_t due = qp.last_ack_ns + timeout;

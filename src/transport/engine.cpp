@@ -226,6 +226,8 @@ bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* 
 
 void Engine::Progress() {
   app_polls_.store(app_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (app_may_block_.load(std::memory_order_relaxed))
+    app_may_block_.store(false, std::memory_order_relaxed);
   DrainRing();
   if (service_pending_.load(std::memory_order_relaxed)) {
     uint64_t next = 0;
@@ -332,7 +334,8 @@ void Engine::WatchTimers() {
 }
 
 void Engine::ApplicationMayBlock() {
-  if (thread_state_.load(std::memory_order_relaxed) == kAppPolling) {
+  app_may_block_.store(true, std::memory_order_seq_cst);
+  if (thread_state_.load(std::memory_order_seq_cst) == kAppPolling) {
     kick_word_.fetch_add(1, std::memory_order_release);
     FutexWakePrivate(&kick_word_);
   } else {
@@ -358,13 +361,14 @@ void Engine::ThreadMain() {
     if (did) continue;
 
     uint64_t polls = app_polls_.load(std::memory_order_relaxed);
-    if (polls != seen_polls) {
+    if (polls != seen_polls && !app_may_block_.load(std::memory_order_seq_cst)) {
       // The application is polling and drains the ring itself: stay out of
       // its way, and let producers skip the wake-up system call.
       seen_polls = polls;
       thread_state_.store(kAppPolling, std::memory_order_relaxed);
       uint32_t k = kick_word_.load(std::memory_order_acquire);
-      FutexWaitPrivate(&kick_word_, k, kAppPollingTickNs);
+      if (!app_may_block_.load(std::memory_order_seq_cst))
+        FutexWaitPrivate(&kick_word_, k, kAppPollingTickNs);
       thread_state_.store(kRunning, std::memory_order_relaxed);
       continue;
     }

@@ -116,6 +116,10 @@ class Engine {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> app_polls_{0};
+  // Set when the application armed a CQ (it may block on the channel next);
+  // cleared by its next poll. While set, polling does not count as "the
+  // application is polling".
+  std::atomic<bool> app_may_block_{false};
   std::atomic<uint32_t> kick_word_{0};
   enum ThreadState : uint32_t { kRunning, kSleepingForever, kSleepingTimed, kAppPolling };
   std::atomic<uint32_t> thread_state_{kRunning};

@@ -213,7 +213,8 @@ void Transmit(Engine& engine, Qp& qp) {
     if (qp.sq_tx != qp.sq.head) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return;
   }
-  bool was_idle = qp.sq_tx == qp.sq.tail;
+  // The retransmit timer runs from the moment the oldest WQE starts out.
+  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.last_ack_ns = NowNs();
   while (qp.sq_tx != qp.sq.head) {
     TxResult r = TransmitOne(engine, qp, qp.sq_tx);
     if (r == TxResult::kBlocked) {
@@ -232,10 +233,6 @@ void Transmit(Engine& engine, Qp& qp) {
         engine.NeedService(&qp);
       }
       return;
-    }
-    if (was_idle) {
-      qp.last_ack_ns = NowNs();
-      was_idle = false;
     }
     ++qp.sq_tx;
   }

@@ -118,6 +118,8 @@ PullResult PullFromRequester(pid_t pid, const iovec* local, int nlocal, const sh
     remote[i] = iovec{reinterpret_cast<void*>(remote_list[i].addr), remote_list[i].len};
   ssize_t got = process_vm_readv(pid, local, nlocal, remote, niov, 0);
   if (got == static_cast<ssize_t>(req.total_len)) return PullResult::kOk;
+  SOFTRDMA_LOG(kDebug, "pull of %u bytes from pid %d: got %zd (%s)", req.total_len, pid, got,
+               got < 0 ? strerror(errno) : "short");
   if (got < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) return PullResult::kRefused;
   return PullResult::kFault;
 }

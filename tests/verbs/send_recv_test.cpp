@@ -1,0 +1,233 @@
+// RC SEND / SEND_WITH_IMM / RECV through the public API, data verified.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <numeric>
+#include <vector>
+
+#include "verbs_fixture.h"
+
+namespace softrdma::test {
+namespace {
+
+using SendRecv = LoopbackPair;
+
+void Fill(std::vector<uint8_t>& v, uint32_t seed) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + 3) & 0xff);
+}
+
+// Sends `len` bytes split over three source SGEs at odd offsets, received
+// into three destination SGEs at other odd offsets; checks every byte.
+void SendAndVerify(SendRecv& t, uint32_t len) {
+  std::vector<uint8_t> src(len + 64), dst(2 * len + 100, 0xee), expect;
+  Fill(src, len);
+  ibv_mr* smr = t.Reg(src.data(), src.size());
+  ibv_mr* dmr = t.Reg(dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(smr && dmr);
+  uint32_t s1 = len / 3, s2 = len / 5, s3 = len - s1 - s2;
+  ibv_sge ss[3] = {{reinterpret_cast<uintptr_t>(&src[1]), s1, smr->lkey},
+                   {reinterpret_cast<uintptr_t>(&src[s1 + 7]), s2, smr->lkey},
+                   {reinterpret_cast<uintptr_t>(&src[s1 + s2 + 13]), s3, smr->lkey}};
+  expect.insert(expect.end(), &src[1], &src[1] + s1);
+  expect.insert(expect.end(), &src[s1 + 7], &src[s1 + 7] + s2);
+  expect.insert(expect.end(), &src[s1 + s2 + 13], &src[s1 + s2 + 13] + s3);
+  uint32_t d1 = len / 2 + 1, d2 = 5, d3 = len + 20;  // more room than needed
+  ibv_sge ds[3] = {{reinterpret_cast<uintptr_t>(&dst[3]), d1, dmr->lkey},
+                   {reinterpret_cast<uintptr_t>(&dst[d1 + 11]), d2, dmr->lkey},
+                   {reinterpret_cast<uintptr_t>(&dst[d1 + d2 + 17]), d3, dmr->lkey}};
+  ASSERT_EQ(t.PostRecv(t.b, 77, ds, 3), 0);
+  ASSERT_EQ(t.PostSend(t.a, 55, ss, 3), 0);
+  auto rw = PollN(t.cq_b, 1);
+  auto sw = PollN(t.cq_a, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(rw[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(rw[0].status);
+  EXPECT_EQ(rw[0].wr_id, 77u);
+  EXPECT_EQ(rw[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(rw[0].byte_len, len);
+  EXPECT_EQ(rw[0].qp_num, t.b->qp_num);
+  EXPECT_EQ(rw[0].src_qp, t.a->qp_num);
+  EXPECT_EQ(sw[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(sw[0].wr_id, 55u);
+  EXPECT_EQ(sw[0].opcode, IBV_WC_SEND);
+  // Reassemble what landed in the three receive pieces.
+  std::vector<uint8_t> got;
+  uint32_t left = len;
+  for (auto& d : ds) {
+    uint32_t take = std::min(left, d.length);
+    auto* p = reinterpret_cast<uint8_t*>(d.addr);
+    got.insert(got.end(), p, p + take);
+    left -= take;
+  }
+  EXPECT_TRUE(got == expect) << "payload mismatch at length " << len;
+  // Bytes around the receive pieces are untouched.
+  EXPECT_EQ(dst[0], 0xee);
+  EXPECT_EQ(dst[d1 + 3], 0xee);
+}
+
+TEST_F(SendRecv, ScatterGatherAcrossSizes) {
+  for (uint32_t len : {3u, 17u, 100u, 2047u, 2049u, 4096u, 65537u, 1048579u}) {
+    SCOPED_TRACE(len);
+    SendAndVerify(*this, len);
+  }
+}
+
+TEST_F(SendRecv, ZeroLengthSend) {
+  ASSERT_EQ(PostRecv(b, 1, nullptr, 0), 0);
+  ASSERT_EQ(PostSend(a, 2, nullptr, 0), 0);
+  auto rw = PollN(cq_b, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(rw[0].byte_len, 0u);
+}
+
+TEST_F(SendRecv, ImmediateDataIsDelivered) {
+  uint32_t word = 0x1234;
+  uint32_t out = 0;
+  ibv_mr* m1 = Reg(&word, sizeof word);
+  ibv_mr* m2 = Reg(&out, sizeof out);
+  ibv_sge s{reinterpret_cast<uintptr_t>(&word), 4, m1->lkey};
+  ibv_sge d{reinterpret_cast<uintptr_t>(&out), 4, m2->lkey};
+  ASSERT_EQ(PostRecv(b, 1, &d, 1), 0);
+  ASSERT_EQ(PostSend(a, 2, &s, 1, IBV_SEND_SIGNALED, IBV_WR_SEND_WITH_IMM, 0xdeadbeef), 0);
+  auto rw = PollN(cq_b, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(rw[0].wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(ntohl(rw[0].imm_data), 0xdeadbeefu);
+  EXPECT_EQ(out, 0x1234u);
+  auto sw = PollN(cq_a, 1);
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0].opcode, IBV_WC_SEND);
+}
+
+TEST_F(SendRecv, InlineDataIsTakenAtPostTime) {
+  char msg[40] = "inline payload, no lkey needed";
+  char out[64] = {};
+  ibv_mr* m = Reg(out, sizeof out);
+  ibv_sge d{reinterpret_cast<uintptr_t>(out), sizeof out, m->lkey};
+  ASSERT_EQ(PostRecv(b, 1, &d, 1), 0);
+  ibv_sge s{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0 /* no MR */};
+  ASSERT_EQ(PostSend(a, 2, &s, 1, IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+  memset(msg, 'X', sizeof msg);  // the application may reuse the buffer now
+  auto rw = PollN(cq_b, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(out, "inline payload, no lkey needed");
+}
+
+TEST_F(SendRecv, UnsignaledSendsAreRetiredSilently) {
+  uint8_t buf[4] = {1, 2, 3, 4};
+  uint8_t in[4 * 8] = {};
+  ibv_mr* m = Reg(buf, sizeof buf);
+  ibv_mr* mi = Reg(in, sizeof in);
+  for (int i = 0; i < 8; ++i) {
+    ibv_sge d{reinterpret_cast<uintptr_t>(&in[i * 4]), 4, mi->lkey};
+    ASSERT_EQ(PostRecv(b, 100 + i, &d, 1), 0);
+  }
+  ibv_sge s{reinterpret_cast<uintptr_t>(buf), 4, m->lkey};
+  for (int i = 0; i < 7; ++i) ASSERT_EQ(PostSend(a, i, &s, 1, 0), 0);
+  ASSERT_EQ(PostSend(a, 7, &s, 1, IBV_SEND_SIGNALED), 0);
+  auto rw = PollN(cq_b, 8);
+  ASSERT_EQ(rw.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(rw[i].wr_id, 100u + i) << "receive order";
+  auto sw = PollN(cq_a, 1);
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0].wr_id, 7u);
+  ibv_wc extra;
+  usleep(20000);
+  EXPECT_EQ(ibv_poll_cq(cq_a, 1, &extra), 0) << "unsignaled sends must not complete";
+}
+
+TEST_F(SendRecv, ManyMessagesCompleteInOrder) {
+  constexpr int kCount = 200;
+  std::vector<uint32_t> out(kCount), seq(kCount);
+  std::iota(seq.begin(), seq.end(), 0u);
+  ibv_mr* mo = Reg(out.data(), out.size() * 4);
+  ibv_mr* ms = Reg(seq.data(), seq.size() * 4);
+  int posted = 0, received = 0, sent = 0;
+  uint64_t deadline = NowMs() + 10000;
+  while ((received < kCount || sent < kCount) && NowMs() < deadline) {
+    while (posted < kCount && posted - received < 32) {
+      ibv_sge d{reinterpret_cast<uintptr_t>(&out[posted]), 4, mo->lkey};
+      ASSERT_EQ(PostRecv(b, posted, &d, 1), 0);
+      ibv_sge s{reinterpret_cast<uintptr_t>(&seq[posted]), 4, ms->lkey};
+      ASSERT_EQ(PostSend(a, posted, &s, 1), 0);
+      ++posted;
+    }
+    ibv_wc wc[16];
+    int n = ibv_poll_cq(cq_b, 16, wc);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(wc[i].status, IBV_WC_SUCCESS);
+      ASSERT_EQ(wc[i].wr_id, static_cast<uint64_t>(received));
+      ++received;
+    }
+    n = ibv_poll_cq(cq_a, 16, wc);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(wc[i].wr_id, static_cast<uint64_t>(sent));
+      ++sent;
+    }
+  }
+  ASSERT_EQ(received, kCount);
+  ASSERT_EQ(sent, kCount);
+  EXPECT_TRUE(out == seq);
+}
+
+TEST_F(SendRecv, CompletionChannelDeliversEvents) {
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, this, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  // A fresh QP pair on the evented CQ.
+  QpParams p;
+  ibv_qp* x = CreateRcQp(pd, cq, cq, p);
+  ibv_qp* y = CreateRcQp(pd, cq_b, cq_b, p);
+  ASSERT_TRUE(x && y);
+  ASSERT_EQ(ToInit(x), 0);
+  ASSERT_EQ(ToInit(y), 0);
+  ASSERT_EQ(Connect(ctx, x, gid, y->qp_num, p), 0);
+  ASSERT_EQ(Connect(ctx, y, gid, x->qp_num, p), 0);
+
+  // Nothing armed, nothing pending: a non-blocking read says EAGAIN.
+  int flags = fcntl(ch->fd, F_GETFL);
+  ASSERT_EQ(fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  errno = 0;
+  EXPECT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+  EXPECT_EQ(errno, EAGAIN);
+
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  uint32_t v = 42, got = 0;
+  ibv_mr* m1 = Reg(&v, 4);
+  ibv_mr* m2 = Reg(&got, 4);
+  ibv_sge d{reinterpret_cast<uintptr_t>(&got), 4, m2->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &d;
+  rwr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_recv(x, &rwr, &bad), 0);
+  ibv_sge s{reinterpret_cast<uintptr_t>(&v), 4, m1->lkey};
+  ASSERT_EQ(PostSend(y, 9, &s, 1), 0);
+  // Do not poll: the event must arrive by itself (the progress thread).
+  pollfd pfd{ch->fd, POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "no completion event within 5 s";
+  ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+  EXPECT_EQ(ev_cq, cq);
+  EXPECT_EQ(ev_ctx, this);
+  ibv_ack_cq_events(cq, 1);
+  auto wcs = PollN(cq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(got, 42u);
+
+  ibv_destroy_qp(x);
+  ibv_destroy_qp(y);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), EBUSY) << "a CQ still uses it";
+  ibv_destroy_cq(cq);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+}  // namespace
+}  // namespace softrdma::test

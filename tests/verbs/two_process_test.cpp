@@ -1,0 +1,191 @@
+// Two processes on one host: the shm wire between separate address spaces
+// (one-copy pull or two-copy fragments), and a peer killed mid-transfer.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "verbs_fixture.h"
+
+namespace softrdma::test {
+namespace {
+
+uint64_t Checksum(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+struct Endpoint {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  int gid = -1;
+  bool Open(const QpParams& p) {
+    ctx = OpenSoftrdma();
+    if (!ctx) return false;
+    gid = LoopbackGidIndex(ctx);
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    qp = pd && cq ? CreateRcQp(pd, cq, cq, p) : nullptr;
+    return qp && gid >= 0 && ToInit(qp) == 0;
+  }
+};
+
+bool WriteAll(int fd, const void* p, size_t n) { return write(fd, p, n) == static_cast<ssize_t>(n); }
+bool ReadAll(int fd, void* p, size_t n) { return read(fd, p, n) == static_cast<ssize_t>(n); }
+
+constexpr size_t kBig = (1 << 20) + 3;
+
+// Child: receives kBig bytes into two SGEs and reports the checksum.
+[[noreturn]] void ChildReceiver(int to_parent, int from_parent) {
+  alarm(20);  // never outlive a broken test
+  Endpoint e;
+  QpParams p;
+  if (!e.Open(p)) exit(10);
+  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
+  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
+  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  std::vector<uint8_t> buf(kBig + 1100, 0);
+  ibv_mr* mr = ibv_reg_mr(e.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!mr) exit(13);
+  ibv_sge sg[2] = {{reinterpret_cast<uintptr_t>(&buf[0]), 1000, mr->lkey},
+                   {reinterpret_cast<uintptr_t>(&buf[1000]), static_cast<uint32_t>(kBig), mr->lkey}};
+  ibv_recv_wr wr{};
+  wr.sg_list = sg;
+  wr.num_sge = 2;
+  ibv_recv_wr* bad;
+  if (ibv_post_recv(e.qp, &wr, &bad)) exit(14);
+  char ready = 'r';
+  if (!WriteAll(to_parent, &ready, 1)) exit(15);
+  auto wcs = PollN(e.cq, 1, 15000);
+  if (wcs.size() != 1 || wcs[0].status != IBV_WC_SUCCESS || wcs[0].byte_len != kBig) exit(16);
+  uint64_t sum = Checksum(buf.data(), kBig);
+  if (!WriteAll(to_parent, &sum, 8)) exit(17);
+  // Stay until the parent saw its send completion (our ACK went out).
+  char done;
+  (void)ReadAll(from_parent, &done, 1);
+  exit(0);  // exit(), not _exit(): the library removes its segment at exit
+}
+
+TEST(TwoProcesses, MegabyteSendArrivesIntact) {
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(up[0]);
+    close(down[1]);
+    ChildReceiver(up[1], down[0]);
+  }
+  close(up[1]);
+  close(down[0]);
+  Endpoint e;
+  QpParams p;
+  ASSERT_TRUE(e.Open(p));
+  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
+  ASSERT_TRUE(ReadAll(up[0], &peer_qpn, 4));
+  ASSERT_TRUE(WriteAll(down[1], &my_qpn, 4));
+  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  std::vector<uint8_t> src(kBig);
+  for (size_t i = 0; i < kBig; ++i) src[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  ibv_mr* mr = ibv_reg_mr(e.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  char ready;
+  ASSERT_TRUE(ReadAll(up[0], &ready, 1));
+  ibv_sge sg[3] = {{reinterpret_cast<uintptr_t>(&src[0]), 7, mr->lkey},
+                   {reinterpret_cast<uintptr_t>(&src[7]), 500000, mr->lkey},
+                   {reinterpret_cast<uintptr_t>(&src[500007]), static_cast<uint32_t>(kBig - 500007),
+                    mr->lkey}};
+  ibv_send_wr wr{};
+  wr.sg_list = sg;
+  wr.num_sge = 3;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad;
+  ASSERT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);
+  auto wcs = PollN(e.cq, 1, 15000);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wcs[0].status);
+  uint64_t sum = 0;
+  ASSERT_TRUE(ReadAll(up[0], &sum, 8));
+  EXPECT_EQ(sum, Checksum(src.data(), kBig));
+  char done = 'd';
+  WriteAll(down[1], &done, 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  ibv_destroy_qp(e.qp);
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(e.cq);
+  ibv_dealloc_pd(e.pd);
+  ibv_close_device(e.ctx);
+}
+
+// Child: connects and never posts a receive, then waits to be killed.
+[[noreturn]] void ChildSilent(int to_parent, int from_parent) {
+  alarm(20);
+  Endpoint e;
+  QpParams p;
+  if (!e.Open(p)) exit(10);
+  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
+  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
+  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  char ready = 'r';
+  WriteAll(to_parent, &ready, 1);
+  for (;;) pause();
+}
+
+TEST(TwoProcesses, PeerKilledMidTransferEndsInRetryExceeded) {
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(up[0]);
+    close(down[1]);
+    ChildSilent(up[1], down[0]);
+  }
+  close(up[1]);
+  close(down[0]);
+  Endpoint e;
+  QpParams p;
+  p.timeout = 10;  // ~4 ms, rounded up to the 1 ms floor
+  ASSERT_TRUE(e.Open(p));
+  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
+  ASSERT_TRUE(ReadAll(up[0], &peer_qpn, 4));
+  ASSERT_TRUE(WriteAll(down[1], &my_qpn, 4));
+  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  char ready;
+  ASSERT_TRUE(ReadAll(up[0], &ready, 1));
+  std::vector<uint8_t> src(100000, 1);
+  ibv_mr* mr = ibv_reg_mr(e.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sg{reinterpret_cast<uintptr_t>(src.data()), static_cast<uint32_t>(src.size()), mr->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad;
+  ASSERT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);  // RNR-retried forever (rnr_retry 7)
+  usleep(50000);
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  auto wcs = PollN(e.cq, 1, 10000);
+  ASSERT_EQ(wcs.size(), 1u) << "the send never completed after its peer died";
+  EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wcs[0].status);
+  ibv_destroy_qp(e.qp);
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(e.cq);
+  ibv_dealloc_pd(e.pd);
+  ibv_close_device(e.ctx);
+}
+
+}  // namespace
+}  // namespace softrdma::test
