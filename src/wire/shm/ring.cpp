@@ -1,0 +1,443 @@
+#include "wire/shm/ring.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+namespace softrdma::shm {
+namespace {
+
+constexpr uint64_t kMagic = 0x474e524d44525253ull;  // "SRRDMRNG" little-endian
+
+// seq word layout: see ring.h.
+constexpr uint64_t kFree = 0;
+constexpr uint64_t kClaimed = 1;
+constexpr uint64_t kCommitted = 2;
+constexpr int kSlotsShift = 2;
+constexpr int kPidShift = 14;
+constexpr int kTagShift = 36;
+constexpr uint64_t kStateMask = 3;
+constexpr uint64_t kSlotsMask = 0xfff;
+constexpr uint64_t kPidMask = (1u << 22) - 1;
+
+constexpr uint64_t Word(uint64_t lap, uint32_t pid, uint32_t nslots, uint64_t state) {
+  return (lap << kTagShift) | (uint64_t{pid} << kPidShift) | (uint64_t{nslots} << kSlotsShift) |
+         state;
+}
+constexpr uint64_t State(uint64_t w) {
+  return w & kStateMask;
+}
+constexpr uint32_t Slots(uint64_t w) {
+  return static_cast<uint32_t>((w >> kSlotsShift) & kSlotsMask);
+}
+constexpr uint32_t Pid(uint64_t w) {
+  return static_cast<uint32_t>((w >> kPidShift) & kPidMask);
+}
+constexpr uint64_t Tag(uint64_t w) {
+  return w >> kTagShift;
+}
+constexpr uint64_t TagOfLap(uint64_t lap) {
+  return (lap << kTagShift) >> kTagShift;
+}
+
+static_assert(Ring::kMaxRecordSlots <= kSlotsMask);
+static_assert(Slots(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 4095);
+static_assert(Pid(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 0x3fffff);
+
+struct RecordHeader {
+  uint32_t len;    // payload bytes
+  uint32_t flags;  // kCancelledFlag; other bits zero
+};
+constexpr uint32_t kCancelledFlag = 1;
+static_assert(sizeof(RecordHeader) == Ring::kRecordHeaderBytes);
+// The seq array starts right after the header and must stay line-aligned.
+static_assert(sizeof(Ring) % kCacheLine == 0);
+
+// The pid producers put in their claims, cached because getpid() is a system
+// call. A fork()ed child must not claim with its parent's pid (the consumer
+// would skip the child's records once the parent dies), hence the atfork
+// reset. Children made without fork() handlers (raw clone, _Fork) that then
+// produce are not supported. Bit 31 marks the cache as filled.
+std::atomic<uint32_t> g_producer_pid{0};
+
+void ForgetPidAfterFork() {
+  g_producer_pid.store(0, std::memory_order_relaxed);
+}
+
+uint32_t ProducerPid() {
+  uint32_t cached = g_producer_pid.load(std::memory_order_relaxed);
+  if (cached != 0) return cached & ~(1u << 31);
+  static const bool registered = pthread_atfork(nullptr, nullptr, ForgetPidAfterFork) == 0;
+  (void)registered;
+  const auto pid = static_cast<uint64_t>(getpid());
+  // Linux caps pids at 2^22; anything else is recorded as "unknown" (0), which
+  // the consumer never treats as dead.
+  const uint32_t recorded = pid <= kPidMask ? static_cast<uint32_t>(pid) : 0;
+  g_producer_pid.store(recorded | (1u << 31), std::memory_order_relaxed);
+  return recorded;
+}
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// True only if `pid` certainly no longer runs: it does not exist, or it is a
+// zombie (SIGKILLed but not yet reaped by its parent, which kill(pid, 0) still
+// reports as present). Any doubt answers "alive": a wrong "dead" would let the
+// consumer reuse slots that a live producer still writes.
+bool ProcessGone(uint32_t pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  char path[32];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  char buf[512];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ...": comm may contain ')' so take the last one.
+  const char* paren = std::strrchr(buf, ')');
+  if (paren == nullptr || paren[1] != ' ') return false;
+  return paren[2] == 'Z' || paren[2] == 'X';
+}
+
+size_t SeqArrayBytes(uint32_t slot_count) {
+  return (size_t{slot_count} * sizeof(uint64_t) + kCacheLine - 1) / kCacheLine * kCacheLine;
+}
+
+bool ValidSlotCount(uint32_t slot_count) {
+  return std::has_single_bit(slot_count) && slot_count >= Ring::kMinSlots &&
+         slot_count <= Ring::kMaxSlots;
+}
+
+bool Aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % kCacheLine == 0;
+}
+
+}  // namespace
+
+// ---- views ----
+
+bool Reservation::Write(uint32_t offset, const void* src, uint32_t len) const {
+  if (uint64_t{offset} + len > size_) return false;
+  const auto* s = static_cast<const std::byte*>(src);
+  if (offset < first_len_) {
+    const uint32_t head = std::min(len, first_len_ - offset);
+    std::memcpy(first_ + offset, s, head);
+    s += head;
+    len -= head;
+    offset = first_len_;
+  }
+  if (len != 0) std::memcpy(second_ + (offset - first_len_), s, len);
+  return true;
+}
+
+bool RecordView::CopyOut(uint32_t offset, void* dst, uint32_t len) const {
+  if (uint64_t{offset} + len > size_) return false;
+  auto* d = static_cast<std::byte*>(dst);
+  if (offset < first_len_) {
+    const uint32_t head = std::min(len, first_len_ - offset);
+    std::memcpy(d, first_ + offset, head);
+    d += head;
+    len -= head;
+    offset = first_len_;
+  }
+  if (len != 0) std::memcpy(d, second_ + (offset - first_len_), len);
+  return true;
+}
+
+// ---- geometry ----
+
+Ring::Ring(uint32_t slot_count, size_t region_bytes)
+    : magic_(0),
+      version_(kVersion),
+      slot_count_(slot_count),
+      slot_shift_(static_cast<uint32_t>(std::countr_zero(slot_count))),
+      region_bytes_(region_bytes),
+      reserve_pos_(0),
+      consume_pos_(0),
+      wake_word_(0),
+      consumer_sleeping_(0),
+      consumer_lock_(0),
+      dead_skips_(0) {
+  // Position i (lap 0) starts out free.
+  std::atomic<uint64_t>* words = seq_words();
+  for (uint32_t i = 0; i < slot_count; ++i)
+    new (&words[i]) std::atomic<uint64_t>(Word(0, 0, 0, kFree));
+  magic_.store(kMagic, std::memory_order_release);
+}
+
+size_t Ring::RegionBytes(uint32_t slot_count) {
+  if (!ValidSlotCount(slot_count)) return 0;
+  return sizeof(Ring) + SeqArrayBytes(slot_count) + size_t{slot_count} * kSlotBytes;
+}
+
+Ring* Ring::Format(void* region, size_t bytes, uint32_t slot_count) {
+  const size_t need = RegionBytes(slot_count);
+  if (region == nullptr || !Aligned(region) || need == 0 || bytes < need) return nullptr;
+  return new (region) Ring(slot_count, need);
+}
+
+Ring* Ring::Attach(void* region, size_t bytes) {
+  if (region == nullptr || !Aligned(region) || bytes < sizeof(Ring)) return nullptr;
+  Ring* r = std::launder(reinterpret_cast<Ring*>(region));
+  if (r->magic_.load(std::memory_order_acquire) != kMagic || r->version_ != kVersion)
+    return nullptr;
+  const size_t need = RegionBytes(r->slot_count_);
+  if (need == 0 || need > bytes || r->region_bytes_ != need ||
+      r->slot_shift_ != static_cast<uint32_t>(std::countr_zero(r->slot_count_))) {
+    return nullptr;
+  }
+  return r;
+}
+
+std::atomic<uint64_t>* Ring::seq_words() const {
+  auto* base = reinterpret_cast<std::byte*>(const_cast<Ring*>(this));
+  return std::launder(reinterpret_cast<std::atomic<uint64_t>*>(base + sizeof(Ring)));
+}
+
+std::byte* Ring::data() const {
+  auto* base = reinterpret_cast<std::byte*>(const_cast<Ring*>(this));
+  return base + sizeof(Ring) + SeqArrayBytes(slot_count_);
+}
+
+uint32_t Ring::MaxPayload() const {
+  return std::min(slot_count_, kMaxRecordSlots) * kSlotBytes - kRecordHeaderBytes;
+}
+
+uint64_t Ring::UsedSlots() const {
+  const uint64_t c = consume_pos_.load(std::memory_order_acquire);
+  const uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  return p > c ? p - c : 0;
+}
+
+// Fills the payload spans of the record at `pos`. Records start on a slot, so
+// the 8-byte header never wraps; the payload wraps at most once.
+template <typename View, typename Byte>
+void Ring::Locate(uint64_t pos, uint32_t len, View* v) const {
+  const size_t data_bytes = size_t{slot_count_} * kSlotBytes;
+  const size_t start = (pos & (slot_count_ - 1)) * kSlotBytes + kRecordHeaderBytes;
+  const size_t first_len = std::min<size_t>(len, data_bytes - start);
+  v->first_ = reinterpret_cast<Byte*>(data() + start);
+  v->second_ = reinterpret_cast<Byte*>(data());
+  v->first_len_ = static_cast<uint32_t>(first_len);
+  v->size_ = len;
+}
+
+// ---- producers ----
+
+bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
+  if (bytes > MaxPayload()) return false;
+  const uint32_t n = SlotsFor(bytes);
+  const uint32_t pid = ProducerPid();
+  uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  for (;;) {
+    // Acquire on consume_pos orders our writes to these slots after the
+    // consumer's reads of their previous lap.
+    const uint64_t c = consume_pos_.load(std::memory_order_acquire);
+    if (c > p) {  // p is stale: the consumer already went past it
+      const uint64_t now = reserve_pos_.load(std::memory_order_acquire);
+      if (now == p) return false;  // consume_pos > reserve_pos: corrupt region
+      p = now;
+      continue;
+    }
+    // A stale (smaller) p only makes this check more lenient, never stricter,
+    // and the claim below then fails; so "full" here is real.
+    if (p - c + n > slot_count_) return false;
+    std::atomic<uint64_t>& head = seq(p);
+    const uint64_t free_word = Word(Lap(p), 0, 0, kFree);
+    uint64_t w = head.load(std::memory_order_acquire);
+    if (w == free_word) {
+      const uint64_t claim = Word(Lap(p), pid, n, kClaimed);
+      if (head.compare_exchange_strong(w, claim, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+        uint64_t expected = p;  // fails harmlessly if someone helped already
+        reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
+                                             std::memory_order_relaxed);
+        RecordHeader hdr{bytes, 0};
+        std::memcpy(data() + (p & (slot_count_ - 1)) * kSlotBytes, &hdr, sizeof(hdr));
+        r->pos_ = p;
+        r->word_ = claim;
+        Locate<Reservation, std::byte>(p, bytes, r);
+        return true;
+      }
+      // w now holds what beat us; fall through.
+    }
+    if (Tag(w) == TagOfLap(Lap(p)) && State(w) != kFree && Slots(w) != 0) {
+      // Someone claimed p but may not have advanced reserve_pos yet (or died
+      // before doing so): help, so nobody waits on anybody.
+      uint64_t expected = p;
+      if (reserve_pos_.compare_exchange_strong(expected, p + Slots(w), std::memory_order_acq_rel,
+                                               std::memory_order_acquire)) {
+        expected = p + Slots(w);
+      }
+      p = expected;
+      continue;
+    }
+    // The slot holds another lap: our p is stale, or the region is corrupt
+    // (then reserve_pos stays put and we report "full" instead of spinning).
+    const uint64_t now = reserve_pos_.load(std::memory_order_acquire);
+    if (now == p) return false;
+    p = now;
+  }
+}
+
+void Ring::Cancel(const Reservation& r) {
+  // Published like any record so that records reserved after it are not held
+  // up; the consumer drops it without showing it.
+  RecordHeader hdr{r.size(), kCancelledFlag};
+  std::memcpy(data() + (r.pos_ & (slot_count_ - 1)) * kSlotBytes, &hdr, sizeof(hdr));
+  Commit(r);
+}
+
+void Ring::Commit(const Reservation& r) {
+  // seq_cst store then seq_cst load of consumer_sleeping, mirrored by
+  // PrepareToSleep (store flag) and Peek (seq_cst load of the head word): of
+  // the two sides at least one sees the other, so no wake-up is lost.
+  seq(r.pos_).store((r.word_ & ~kStateMask) | kCommitted, std::memory_order_seq_cst);
+  if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) {
+    wake_word_.fetch_add(1, std::memory_order_seq_cst);
+    // Not FUTEX_PRIVATE: the waiter is in another process.
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAKE, 1, nullptr, nullptr,
+            0);
+  }
+}
+
+bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
+                      uint32_t payload_len) {
+  const uint64_t total = uint64_t{hdr_len} + payload_len;
+  if (total > MaxPayload()) return false;
+  Reservation r;
+  if (!TryReserve(static_cast<uint32_t>(total), &r)) return false;
+  if (hdr_len != 0) r.Write(0, hdr, hdr_len);
+  if (payload_len != 0) r.Write(hdr_len, payload, payload_len);
+  Commit(r);
+  return true;
+}
+
+// ---- consumer ----
+
+bool Ring::PeekAt(uint64_t* cursor, RecordView* v) {
+  for (;;) {
+    const uint64_t c = *cursor;
+    // seq_cst: the consumer's half of the lost-wake-up handshake (see Commit).
+    const uint64_t w = seq(c).load(std::memory_order_seq_cst);
+    if (Tag(w) != TagOfLap(Lap(c))) return false;  // only a corrupt region gets here
+    if (State(w) == kCommitted) {
+      // Clamp what a corrupt word or header could claim, so that a bad record
+      // can neither read outside the data array nor stall the ring.
+      const uint32_t n = std::clamp(Slots(w), 1u, std::min(slot_count_, kMaxRecordSlots));
+      RecordHeader hdr;
+      std::memcpy(&hdr, data() + (c & (slot_count_ - 1)) * kSlotBytes, sizeof(hdr));
+      if (hdr.flags & kCancelledFlag) {
+        ResetSlots(c, n);
+        *cursor = c + n;
+        continue;
+      }
+      const uint32_t len = std::min(hdr.len, n * kSlotBytes - kRecordHeaderBytes);
+      v->pos_ = c;
+      v->nslots_ = n;
+      Locate<RecordView, const std::byte>(c, len, v);
+      return true;
+    }
+    if (State(w) == kClaimed && SkipIfDead(c, w)) {
+      *cursor = c + Slots(w);
+      continue;
+    }
+    return false;
+  }
+}
+
+// The record at `pos` is claimed but not committed. After it has stayed so for
+// kDeadProducerCheckNs, and then once per such period, ask whether the claimer
+// still runs; if it certainly does not, nobody will ever write these slots
+// again and they can be freed. The claim word names the claimer atomically
+// with the reservation itself, so there is no record whose owner is unknown.
+// Limits: pids are compared in the consumer's pid namespace (producers in
+// another pid namespace must not share a ring), a recycled pid keeps the
+// record stalled until that new process exits too, and a producer THREAD
+// that exits between reserve and commit while its process lives is not
+// detected (that is a bug in the caller, not a crash).
+bool Ring::SkipIfDead(uint64_t pos, uint64_t word) {
+  const int64_t now = MonotonicNs();
+  if (stall_since_ns_ == 0 || stall_pos_ != pos) {
+    stall_pos_ = pos;
+    stall_since_ns_ = now;
+    return false;
+  }
+  if (now - stall_since_ns_ < kDeadProducerCheckNs) return false;
+  stall_since_ns_ = now;
+  const uint32_t pid = Pid(word);
+  const uint32_t n = Slots(word);
+  if (pid == 0 || n == 0 || n > slot_count_ || !ProcessGone(pid)) return false;
+  // The claimer may have committed after we read `word` and exited before we
+  // asked: then the record is complete and must be delivered, not dropped.
+  if (seq(pos).load(std::memory_order_acquire) != word) return false;
+  uint64_t expected = pos;  // it may have died before advancing reserve_pos
+  reserve_pos_.compare_exchange_strong(expected, pos + n, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed);
+  ResetSlots(pos, n);
+  stall_since_ns_ = 0;
+  dead_skips_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void Ring::ResetSlots(uint64_t pos, uint32_t nslots) {
+  // Each slot becomes "free for the same index one lap later". Relaxed: the
+  // release store of consume_pos that follows publishes these, and producers
+  // read consume_pos (acquire) before they look at a slot.
+  for (uint32_t k = 0; k < nslots; ++k) {
+    seq(pos + k).store(Word(Lap(pos + k) + 1, 0, 0, kFree), std::memory_order_relaxed);
+  }
+}
+
+bool Ring::Peek(RecordView* v) {
+  const uint64_t start = consume_pos_.load(std::memory_order_relaxed);
+  uint64_t cursor = start;
+  const bool found = PeekAt(&cursor, v);
+  if (cursor != start) consume_pos_.store(cursor, std::memory_order_release);
+  return found;
+}
+
+void Ring::Release(const RecordView& v) {
+  ResetSlots(v.pos_, v.nslots_);
+  consume_pos_.store(v.pos_ + v.nslots_, std::memory_order_release);
+}
+
+uint32_t Ring::PrepareToSleep() {
+  consumer_sleeping_.store(1, std::memory_order_seq_cst);
+  return wake_word_.load(std::memory_order_seq_cst);
+}
+
+Ring::WakeReason Ring::Sleep(uint32_t expected, int64_t timeout_ns) {
+  timespec ts;
+  timespec* tsp = nullptr;
+  if (timeout_ns >= 0) {
+    ts.tv_sec = timeout_ns / 1'000'000'000;
+    ts.tv_nsec = timeout_ns % 1'000'000'000;
+    tsp = &ts;
+  }
+  // FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC).
+  long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAIT, expected, tsp,
+                    nullptr, 0);
+  if (rc == 0) return WakeReason::kWoken;
+  if (errno == ETIMEDOUT) return WakeReason::kTimedOut;
+  if (errno == EINTR) return WakeReason::kInterrupted;
+  return WakeReason::kWoken;  // EAGAIN: the word already moved on, i.e. a wake-up
+}
+
+}  // namespace softrdma::shm

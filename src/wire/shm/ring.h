@@ -1,0 +1,226 @@
+// The shm wire's inbound ring: one per process, in a POSIX shared-memory
+// region that every process on the host may map. Many producers (any thread of
+// any process), one consumer at a time (the owner). Records are variable
+// length, made of consecutive 64-byte slots; positions are absolute u64
+// counters that never wrap, slot index = pos & (slot_count - 1).
+//
+// Reservation protocol (why it differs from "CAS on reserve_pos"): a producer
+// claims a record by a CAS on the seq word of its FIRST slot, and that one
+// word holds the slot count and the producer's pid. Only then is reserve_pos
+// advanced, by the claimer or by anyone who sees the claim ("helping"). So at
+// every instant the owner of a reserved record is known, which lets the
+// consumer skip the record of a producer that was killed between reserve and
+// commit without ever guessing (see SkipIfDead in ring.cpp). With a plain CAS
+// on reserve_pos there is a window (CAS done, pid not yet written) in which a
+// dying producer leaves a record nobody can identify.
+//
+// seq word of a slot (u64):
+//   bits 63..36  lap tag: (pos >> log2(slot_count)) mod 2^28
+//   bits 35..14  pid of the claimer (0 = unknown: never treated as dead)
+//   bits 13..2   number of slots of the record (head slot only)
+//   bits  1..0   state: free / claimed / committed
+// Every slot is rewritten once per lap (claim on heads, reset to "free for the
+// next lap" by the consumer on release for all slots), so the consumer never
+// sees a stale word that could pass for the current lap. A producer that
+// stalls for 2^28 laps between reading reserve_pos and its claim CAS could be
+// fooled by the truncated tag; with a 1 MiB ring that is 256 TiB of traffic.
+//
+// The Ring object IS the mapped header: it stores no pointers, only offsets
+// implied by slot_count, because every process maps the region elsewhere.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace softrdma::shm {
+
+inline constexpr uint32_t kSlotBytes = 64;
+inline constexpr uint32_t kCacheLine = 64;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shm atomics must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shm atomics must be lock-free");
+static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex word must be 32 bits");
+
+// A record's payload as up to two contiguous pieces: the second is non-empty
+// only when the record wraps at the end of the data array.
+template <typename Byte>
+class SplitBytes {
+ public:
+  uint32_t size() const { return size_; }
+  std::span<Byte> first() const { return {first_, first_len_}; }
+  std::span<Byte> second() const { return {second_, size_ - first_len_}; }
+
+ protected:
+  Byte* first_ = nullptr;
+  Byte* second_ = nullptr;
+  uint32_t first_len_ = 0;
+  uint32_t size_ = 0;
+};
+
+class Ring;
+
+// A reserved, not yet committed record. Process-local; lives on the stack.
+class Reservation : public SplitBytes<std::byte> {
+ public:
+  // Copies into the payload at `offset`, hiding the wrap. Returns false and
+  // writes nothing if [offset, offset + len) is outside the payload.
+  bool Write(uint32_t offset, const void* src, uint32_t len) const;
+
+ private:
+  friend class Ring;
+  uint64_t pos_ = 0;
+  uint64_t word_ = 0;  // the claim word, turned into the commit word
+};
+
+// A committed record at the consumer position, valid until Release.
+class RecordView : public SplitBytes<const std::byte> {
+ public:
+  // Copies out of the payload at `offset`, hiding the wrap. Returns false and
+  // copies nothing if [offset, offset + len) is outside the payload.
+  bool CopyOut(uint32_t offset, void* dst, uint32_t len) const;
+
+ private:
+  friend class Ring;
+  uint64_t pos_ = 0;
+  uint32_t nslots_ = 0;
+};
+
+class alignas(kCacheLine) Ring {
+ public:
+  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kMinSlots = 2;
+  static constexpr uint32_t kMaxSlots = 1u << 24;    // 1 GiB of data
+  static constexpr uint32_t kMaxRecordSlots = 4095;  // 12-bit field of the seq word
+  static constexpr uint32_t kRecordHeaderBytes = 8;
+  // How long a reserved record may stay uncommitted before the consumer asks
+  // whether its producer is still alive (and then again every such period).
+  static constexpr int64_t kDeadProducerCheckNs = 100'000'000;
+
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  // Bytes a region needs for `slot_count` slots; 0 if slot_count is not a
+  // power of two in [kMinSlots, kMaxSlots].
+  static size_t RegionBytes(uint32_t slot_count);
+  // Initialises a ring in place. nullptr if the region is too small or not
+  // 64-byte aligned, or slot_count is invalid. Not concurrent-safe: format
+  // before anyone else can Attach.
+  static Ring* Format(void* region, size_t bytes, uint32_t slot_count);
+  // Validates a formatted region (magic, version, geometry against `bytes`).
+  static Ring* Attach(void* region, size_t bytes);
+
+  uint32_t slot_count() const { return slot_count_; }
+  // Largest payload one record can carry.
+  uint32_t MaxPayload() const;
+  static uint32_t SlotsFor(uint32_t payload_bytes) {
+    return static_cast<uint32_t>((uint64_t{kRecordHeaderBytes} + payload_bytes + kSlotBytes - 1) /
+                                 kSlotBytes);
+  }
+
+  // ---- producers (any thread of any process) ----
+  // Reserves a record of `bytes` payload bytes. False if the ring lacks room
+  // (nothing changed: retry after the consumer drains) or bytes > MaxPayload().
+  bool TryReserve(uint32_t bytes, Reservation* r);
+  // Publishes the record; wakes the consumer if it sleeps.
+  void Commit(const Reservation& r);
+  // Gives the reservation up (e.g. filling it failed): the consumer skips it.
+  // Every reservation must end in Commit or Cancel, else the ring stalls.
+  void Cancel(const Reservation& r);
+  // Reserve + write hdr then payload + commit.
+  bool TryProduce(const void* hdr, uint32_t hdr_len, const void* payload, uint32_t payload_len);
+
+  // ---- consumer (one thread at a time; serialise with the lock below) ----
+  bool TryLockConsumer() {
+    return consumer_lock_.load(std::memory_order_relaxed) == 0 &&
+           consumer_lock_.exchange(1, std::memory_order_acquire) == 0;
+  }
+  void UnlockConsumer() { consumer_lock_.store(0, std::memory_order_release); }
+
+  // The record at the consumer position, if committed. Also skips records of
+  // dead producers (see kDeadProducerCheckNs).
+  bool Peek(RecordView* v);
+  // Frees the record returned by the last Peek and moves past it.
+  void Release(const RecordView& v);
+  // Calls fn(const RecordView&) for up to `max` records, releasing each after
+  // the call; publishes the consumer position once at the end (so producers
+  // see the space only then: keep `max` modest). fn must not call Peek,
+  // Release or ConsumeBatch. Returns the number of records consumed.
+  template <typename Fn>
+  size_t ConsumeBatch(size_t max, Fn&& fn);
+
+  // Sleep protocol: w = PrepareToSleep(); if (!Peek(&v)) Sleep(w, t);
+  // FinishSleep(). Producers make a system call only between PrepareToSleep
+  // and FinishSleep. If the head record is reserved but uncommitted, pass a
+  // timeout: a live producer's commit wakes the consumer, a dead one never
+  // will, and only Peek notices that it died.
+  uint32_t PrepareToSleep();
+  enum class WakeReason { kWoken, kTimedOut, kInterrupted };
+  // FUTEX_WAIT on the shared word while it equals `expected`; timeout_ns < 0
+  // waits without limit.
+  WakeReason Sleep(uint32_t expected, int64_t timeout_ns = -1);
+  void FinishSleep() { consumer_sleeping_.store(0, std::memory_order_relaxed); }
+
+  // ---- observation (any process; approximate while producers run) ----
+  uint64_t UsedSlots() const;
+  uint64_t dead_records_skipped() const { return dead_skips_.load(std::memory_order_relaxed); }
+  uint32_t wake_word() const { return wake_word_.load(std::memory_order_relaxed); }
+
+ private:
+  Ring(uint32_t slot_count, size_t region_bytes);
+
+  std::atomic<uint64_t>* seq_words() const;
+  std::atomic<uint64_t>& seq(uint64_t pos) const { return seq_words()[pos & (slot_count_ - 1)]; }
+  std::byte* data() const;
+  uint64_t Lap(uint64_t pos) const { return pos >> slot_shift_; }
+  template <typename View, typename Byte>
+  void Locate(uint64_t pos, uint32_t len, View* v) const;
+
+  // Record at *cursor if committed; skipping dead producers' records moves
+  // *cursor (their slots are already reset, the caller publishes *cursor).
+  bool PeekAt(uint64_t* cursor, RecordView* v);
+  bool SkipIfDead(uint64_t pos, uint64_t word);
+  void ResetSlots(uint64_t pos, uint32_t nslots);
+
+  // Immutable after Format. magic_ is stored last so Attach never sees a
+  // half-initialised header.
+  std::atomic<uint64_t> magic_;
+  uint32_t version_;
+  uint32_t slot_count_;
+  uint32_t slot_shift_;
+  uint32_t pad0_ = 0;
+  uint64_t region_bytes_;
+
+  // Producers' line.
+  alignas(kCacheLine) std::atomic<uint64_t> reserve_pos_;
+  // Written by the consumer only, read by producers for the space check.
+  alignas(kCacheLine) std::atomic<uint64_t> consume_pos_;
+  // Wake-up: read by every commit, written when the consumer sleeps.
+  alignas(kCacheLine) std::atomic<uint32_t> wake_word_;
+  std::atomic<uint32_t> consumer_sleeping_;
+  // Consumer-private state (protected by the consumer lock).
+  alignas(kCacheLine) std::atomic<uint32_t> consumer_lock_;
+  uint32_t pad1_ = 0;
+  uint64_t stall_pos_ = 0;      // head position being watched for a dead producer
+  int64_t stall_since_ns_ = 0;  // 0 = not watching
+  std::atomic<uint64_t> dead_skips_;
+};
+
+template <typename Fn>
+size_t Ring::ConsumeBatch(size_t max, Fn&& fn) {
+  const uint64_t start = consume_pos_.load(std::memory_order_relaxed);
+  uint64_t cursor = start;
+  size_t done = 0;
+  RecordView v;
+  while (done < max && PeekAt(&cursor, &v)) {
+    fn(static_cast<const RecordView&>(v));
+    ResetSlots(v.pos_, v.nslots_);
+    cursor = v.pos_ + v.nslots_;
+    ++done;
+  }
+  if (cursor != start) consume_pos_.store(cursor, std::memory_order_release);
+  return done;
+}
+
+}  // namespace softrdma::shm

@@ -1,0 +1,237 @@
+// Unit tests of the shm ring under concurrency: many producer threads, producers
+// in other processes, and the sleep/wake protocol. Every wait is bounded.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "shm_ring_test_util.h"
+
+namespace softrdma::shm {
+namespace {
+
+using namespace softrdma::shm::ringtest;
+using namespace std::chrono_literals;
+
+struct Msg {
+  uint32_t producer;
+  uint32_t len;  // pattern bytes after this header
+  uint64_t seq;
+};
+
+// Producer loop shared by the thread and process tests. Returns false if the
+// deadline passed before everything was produced.
+bool ProduceStream(Ring* ring, uint32_t producer, uint64_t count, Clock::time_point deadline) {
+  std::vector<uint8_t> payload;
+  for (uint64_t seq = 0; seq < count; ++seq) {
+    Msg m{producer, static_cast<uint32_t>((seq * 13 + producer) % 300), seq};
+    payload = Pattern(producer, seq, m.len);
+    while (!ring->TryProduce(&m, sizeof(m), payload.data(), m.len)) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+  }
+  return true;
+}
+
+// Consumes until every producer delivered `count` records, checking order per
+// producer and contents. Returns the number of records consumed.
+uint64_t ConsumeStreams(Ring* ring, uint32_t producers, uint64_t count,
+                        Clock::time_point deadline) {
+  std::vector<uint64_t> next(producers, 0);
+  uint64_t total = 0;
+  bool bad = false;
+  while (total < producers * count && !bad) {
+    const size_t n = ring->ConsumeBatch(32, [&](const RecordView& v) {
+      Msg m;
+      if (v.size() < sizeof(m) || !v.CopyOut(0, &m, sizeof(m)) || m.producer >= producers ||
+          v.size() != sizeof(m) + m.len || m.seq != next[m.producer]) {
+        ADD_FAILURE() << "bad record: size " << v.size() << " producer " << m.producer << " seq "
+                      << m.seq;
+        bad = true;
+        return;
+      }
+      std::vector<uint8_t> got(m.len);
+      v.CopyOut(sizeof(m), got.data(), m.len);
+      if (got != Pattern(m.producer, m.seq, m.len)) {
+        ADD_FAILURE() << "payload mismatch producer " << m.producer << " seq " << m.seq;
+        bad = true;
+      }
+      ++next[m.producer];
+    });
+    total += n;
+    if (n == 0) {
+      if (Clock::now() > deadline) {
+        ADD_FAILURE() << "timed out after " << total << " records";
+        break;
+      }
+      std::this_thread::yield();
+    }
+  }
+  return total;
+}
+
+TEST(ShmRingConcurrencyTest, ManyProducerThreadsNoLossNoDuplicate) {
+  constexpr uint32_t kProducers = 4;
+  constexpr uint64_t kPerProducer = 100000;
+  LocalRing lr(1024);
+  Ring* ring = lr.ring;
+  ASSERT_NE(ring, nullptr);
+  const auto deadline = Clock::now() + 100s;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    threads.emplace_back([&, p] {
+      if (!ProduceStream(ring, p, kPerProducer, deadline)) failures.fetch_add(1);
+    });
+  }
+  ASSERT_TRUE(ring->TryLockConsumer());
+  const uint64_t total = ConsumeStreams(ring, kProducers, kPerProducer, deadline);
+  ring->UnlockConsumer();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(total, kProducers * kPerProducer);
+  RecordView v;
+  EXPECT_FALSE(ring->Peek(&v));  // nothing duplicated past the end
+  EXPECT_EQ(ring->UsedSlots(), 0u);
+}
+
+TEST(ShmRingConcurrencyTest, ProducersInForkedProcesses) {
+  constexpr uint32_t kProducers = 2;
+  constexpr uint64_t kPerProducer = 30000;
+  ShmNameGuard name{UniqueShmName("fork")};
+  ShmRegion region;
+  ASSERT_TRUE(ShmRegion::Create(name.name, Ring::RegionBytes(512), &region).ok());
+  Ring* ring = Ring::Format(region.data(), region.size(), 512);
+  ASSERT_NE(ring, nullptr);
+
+  ChildGuard children[kProducers];
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Child: map the object afresh (another address) and produce. No gtest
+      // macros here; the exit code reports.
+      ShmRegion mine;
+      if (!ShmRegion::Open(name.name, &mine).ok()) _exit(3);
+      Ring* r = Ring::Attach(mine.data(), mine.size());
+      if (r == nullptr || r == ring) _exit(4);
+      _exit(ProduceStream(r, p, kPerProducer, Clock::now() + 60s) ? 0 : 5);
+    }
+    children[p].pid = pid;
+  }
+  const uint64_t total = ConsumeStreams(ring, kProducers, kPerProducer, Clock::now() + 60s);
+  EXPECT_EQ(total, kProducers * kPerProducer);
+  for (auto& c : children) EXPECT_EQ(c.Wait(), 0);
+  RecordView v;
+  EXPECT_FALSE(ring->Peek(&v));
+}
+
+TEST(ShmRingConcurrencyTest, SleepIsWokenByProducer) {
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  RecordView v;
+  const uint32_t w = ring->PrepareToSleep();
+  ASSERT_FALSE(ring->Peek(&v));
+  std::thread producer([&] {
+    std::this_thread::sleep_for(50ms);
+    uint64_t x = 42;
+    EXPECT_TRUE(ring->TryProduce(&x, 8, nullptr, 0));
+  });
+  const auto t0 = Clock::now();
+  Ring::WakeReason why = Ring::WakeReason::kInterrupted;
+  while (why == Ring::WakeReason::kInterrupted) why = ring->Sleep(w, 5'000'000'000);
+  const auto slept = Clock::now() - t0;
+  ring->FinishSleep();
+  producer.join();
+  EXPECT_EQ(why, Ring::WakeReason::kWoken);
+  EXPECT_LT(slept, 4s);
+  EXPECT_NE(ring->wake_word(), w);
+  ASSERT_TRUE(ring->Peek(&v));
+  uint64_t got = 0;
+  v.CopyOut(0, &got, 8);
+  EXPECT_EQ(got, 42u);
+  ring->Release(v);
+}
+
+TEST(ShmRingConcurrencyTest, SleepTimesOut) {
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  const uint32_t w = ring->PrepareToSleep();
+  const auto t0 = Clock::now();
+  Ring::WakeReason why = Ring::WakeReason::kInterrupted;
+  while (why == Ring::WakeReason::kInterrupted) why = ring->Sleep(w, 20'000'000);
+  const auto slept = Clock::now() - t0;
+  ring->FinishSleep();
+  EXPECT_EQ(why, Ring::WakeReason::kTimedOut);
+  EXPECT_GE(slept, 15ms);
+  EXPECT_LT(slept, 2s);
+}
+
+TEST(ShmRingConcurrencyTest, ProducersOnlyWakeASleepingConsumer) {
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  const uint32_t before = ring->wake_word();
+  ASSERT_TRUE(ring->TryProduce("a", 1, nullptr, 0));
+  EXPECT_EQ(ring->wake_word(), before);  // awake consumer: no futex traffic
+
+  // A record committed between PrepareToSleep and Sleep (the lost-wake-up
+  // window) makes Sleep return at once instead of sleeping.
+  const uint32_t w = ring->PrepareToSleep();
+  ASSERT_TRUE(ring->TryProduce("b", 1, nullptr, 0));
+  EXPECT_NE(ring->wake_word(), w);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(ring->Sleep(w, 5'000'000'000), Ring::WakeReason::kWoken);
+  EXPECT_LT(Clock::now() - t0, 1s);
+  ring->FinishSleep();
+  const uint32_t after = ring->wake_word();
+  ASSERT_TRUE(ring->TryProduce("c", 1, nullptr, 0));
+  EXPECT_EQ(ring->wake_word(), after);
+}
+
+// A consumer that sleeps whenever the ring looks empty, with a long timeout:
+// any lost wake-up shows up as a timeout.
+TEST(ShmRingConcurrencyTest, SleepWakeStressLosesNoWakeUp) {
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  constexpr uint64_t kRecords = 20000;
+  std::thread producer([&] {
+    const auto deadline = Clock::now() + 60s;
+    for (uint64_t i = 0; i < kRecords; ++i) {
+      while (!ring->TryProduce(&i, sizeof(i), nullptr, 0)) {
+        if (Clock::now() > deadline) return;
+        std::this_thread::yield();
+      }
+      if (i % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(i % 50));
+    }
+  });
+  uint64_t next = 0;
+  int timeouts = 0;
+  const auto deadline = Clock::now() + 60s;
+  while (next < kRecords && Clock::now() < deadline) {
+    RecordView v;
+    if (ring->Peek(&v)) {
+      uint64_t got = ~0ull;
+      v.CopyOut(0, &got, sizeof(got));
+      ASSERT_EQ(got, next);
+      ring->Release(v);
+      ++next;
+      continue;
+    }
+    const uint32_t w = ring->PrepareToSleep();
+    if (!ring->Peek(&v) && ring->Sleep(w, 2'000'000'000) == Ring::WakeReason::kTimedOut) {
+      ++timeouts;
+    }
+    ring->FinishSleep();
+  }
+  producer.join();
+  EXPECT_EQ(next, kRecords);
+  EXPECT_EQ(timeouts, 0);
+}
+
+// A producer killed between reserve and commit: the consumer skips its record
+}  // namespace
+}  // namespace softrdma::shm

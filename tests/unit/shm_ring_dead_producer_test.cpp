@@ -1,0 +1,109 @@
+// Unit tests of the shm ring's handling of a producer that dies between
+// reserve and commit (and of a slow one that must not be mistaken for dead).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "shm_ring_test_util.h"
+
+namespace softrdma::shm {
+namespace {
+
+using namespace softrdma::shm::ringtest;
+using namespace std::chrono_literals;
+
+// once the process is gone (reaped, or a zombie) and delivers what follows.
+void DeadProducerCase(bool reap_before_consuming) {
+  ShmNameGuard name{UniqueShmName("dead")};
+  ShmRegion region;
+  ASSERT_TRUE(ShmRegion::Create(name.name, Ring::RegionBytes(64), &region).ok());
+  Ring* ring = Ring::Format(region.data(), region.size(), 64);
+  ASSERT_NE(ring, nullptr);
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  ChildGuard child;
+  child.pid = fork();
+  ASSERT_GE(child.pid, 0);
+  if (child.pid == 0) {
+    Reservation r;
+    char ok = ring->TryReserve(500, &r) ? 1 : 0;
+    if (write(pipefd[1], &ok, 1) != 1) _exit(1);
+    raise(SIGKILL);
+    _exit(2);
+  }
+  close(pipefd[1]);
+  char ok = 0;
+  ASSERT_EQ(read(pipefd[0], &ok, 1), 1);
+  close(pipefd[0]);
+  ASSERT_EQ(ok, 1);
+  EXPECT_EQ(ring->UsedSlots(), Ring::SlotsFor(500));
+  if (reap_before_consuming) {
+    EXPECT_EQ(child.Wait(), 128 + SIGKILL);
+  } else {
+    // Wait for the death without reaping: the child stays a zombie.
+    siginfo_t si;
+    ASSERT_EQ(waitid(P_PID, child.pid, &si, WEXITED | WNOWAIT), 0);
+  }
+  uint64_t x = 77;
+  ASSERT_TRUE(ring->TryProduce(&x, 8, nullptr, 0));
+  RecordView v;
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(ring->Peek(&v));  // never skipped before the grace period
+  ASSERT_TRUE(PeekWithin(ring, &v, 5000ms));
+  EXPECT_GE(Clock::now() - t0, 90ms);
+  uint64_t got = 0;
+  v.CopyOut(0, &got, 8);
+  EXPECT_EQ(got, 77u);
+  ring->Release(v);
+  EXPECT_EQ(ring->dead_records_skipped(), 1u);
+  EXPECT_EQ(ring->UsedSlots(), 0u);
+  // The ring keeps working across the skipped slots.
+  for (uint64_t i = 0; i < 200; ++i) {
+    ASSERT_TRUE(ring->TryProduce(&i, 8, nullptr, 0));
+    ASSERT_TRUE(ring->Peek(&v));
+    v.CopyOut(0, &got, 8);
+    ASSERT_EQ(got, i);
+    ring->Release(v);
+  }
+}
+
+TEST(ShmRingDeadProducerTest, DeadProducerReapedIsSkipped) {
+  DeadProducerCase(true);
+}
+TEST(ShmRingDeadProducerTest, DeadProducerZombieIsSkipped) {
+  DeadProducerCase(false);
+}
+
+TEST(ShmRingDeadProducerTest, SlowLiveProducerIsNeverSkipped) {
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  Reservation slow;
+  ASSERT_TRUE(ring->TryReserve(8, &slow));
+  uint64_t b = 2;
+  ASSERT_TRUE(ring->TryProduce(&b, 8, nullptr, 0));
+  RecordView v;
+  const auto until = Clock::now() + 3 * std::chrono::nanoseconds(Ring::kDeadProducerCheckNs);
+  while (Clock::now() < until) {
+    ASSERT_FALSE(ring->Peek(&v));
+    std::this_thread::sleep_for(1ms);
+  }
+  uint64_t a = 1;
+  slow.Write(0, &a, 8);
+  ring->Commit(slow);
+  uint64_t got = 0;
+  ASSERT_TRUE(ring->Peek(&v));
+  v.CopyOut(0, &got, 8);
+  EXPECT_EQ(got, 1u);
+  ring->Release(v);
+  ASSERT_TRUE(ring->Peek(&v));
+  v.CopyOut(0, &got, 8);
+  EXPECT_EQ(got, 2u);
+  ring->Release(v);
+  EXPECT_EQ(ring->dead_records_skipped(), 0u);
+}
+
+}  // namespace
+}  // namespace softrdma::shm
