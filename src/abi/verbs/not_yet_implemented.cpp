@@ -1,0 +1,155 @@
+// Public verbs that softrdma exports but does not implement yet. Every
+// symbol must exist because clients are linked BIND_NOW (a missing one stops
+// the whole program at load time, even if it never calls it); each fails the
+// way its man page documents a failure, with EOPNOTSUPP as the reason, so
+// callers take their "not supported" path:
+//   - pointer results: NULL, errno = EOPNOTSUPP;
+//   - verbs documented to return an errno value: EOPNOTSUPP (errno set too);
+//   - verbs documented to return -1: -1, errno = EOPNOTSUPP;
+//   - ibv_query_qp_data_in_order: 0 ("not guaranteed in order", a valid answer);
+//   - void verbs: nothing (there is never anything to release).
+// docs/abi.md lists the status of each one. Prototypes are verbs.h's.
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+#include "abi/verbs/symver.h"
+
+namespace {
+
+template <typename T>
+T* fail_null() noexcept {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+int fail_errno() noexcept {
+  errno = EOPNOTSUPP;
+  return EOPNOTSUPP;
+}
+
+int fail_minus_one() noexcept {
+  errno = EOPNOTSUPP;
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Shared receive queues.
+
+SOFTRDMA_EXPORT struct ibv_srq* ibv_create_srq(struct ibv_pd* /*pd*/,
+                                               struct ibv_srq_init_attr* /*srq_init_attr*/) {
+  return fail_null<ibv_srq>();
+}
+
+SOFTRDMA_EXPORT int ibv_modify_srq(struct ibv_srq* /*srq*/, struct ibv_srq_attr* /*srq_attr*/,
+                                   int /*srq_attr_mask*/) {
+  return fail_errno();
+}
+
+SOFTRDMA_EXPORT int ibv_query_srq(struct ibv_srq* /*srq*/, struct ibv_srq_attr* /*srq_attr*/) {
+  return fail_errno();
+}
+
+SOFTRDMA_EXPORT int ibv_destroy_srq(struct ibv_srq* /*srq*/) {
+  return fail_errno();
+}
+
+// Address handles.
+
+SOFTRDMA_EXPORT struct ibv_ah* ibv_create_ah(struct ibv_pd* /*pd*/, struct ibv_ah_attr* /*attr*/) {
+  return fail_null<ibv_ah>();
+}
+
+SOFTRDMA_EXPORT int ibv_destroy_ah(struct ibv_ah* /*ah*/) {
+  return fail_errno();
+}
+
+SOFTRDMA_EXPORT int ibv_init_ah_from_wc(struct ibv_context* /*context*/, uint8_t /*port_num*/,
+                                        struct ibv_wc* /*wc*/, struct ibv_grh* /*grh*/,
+                                        struct ibv_ah_attr* /*ah_attr*/) {
+  return fail_minus_one();
+}
+
+SOFTRDMA_EXPORT struct ibv_ah* ibv_create_ah_from_wc(struct ibv_pd* /*pd*/, struct ibv_wc* /*wc*/,
+                                                     struct ibv_grh* /*grh*/,
+                                                     uint8_t /*port_num*/) {
+  return fail_null<ibv_ah>();
+}
+
+SOFTRDMA_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context* /*context*/,
+                                                struct ibv_ah_attr* /*attr*/,
+                                                uint8_t /*eth_mac*/[ETHERNET_LL_SIZE],
+                                                uint16_t* /*vid*/) {
+  return fail_errno();
+}
+
+// Multicast.
+
+SOFTRDMA_EXPORT int ibv_attach_mcast(struct ibv_qp* /*qp*/, const union ibv_gid* /*gid*/,
+                                     uint16_t /*lid*/) {
+  return fail_errno();
+}
+
+SOFTRDMA_EXPORT int ibv_detach_mcast(struct ibv_qp* /*qp*/, const union ibv_gid* /*gid*/,
+                                     uint16_t /*lid*/) {
+  return fail_errno();
+}
+
+// Sharing objects between processes (import/unimport).
+
+SOFTRDMA_EXPORT struct ibv_context* ibv_import_device(int /*cmd_fd*/) {
+  return fail_null<ibv_context>();
+}
+
+SOFTRDMA_EXPORT struct ibv_pd* ibv_import_pd(struct ibv_context* /*context*/,
+                                             uint32_t /*pd_handle*/) {
+  return fail_null<ibv_pd>();
+}
+
+SOFTRDMA_EXPORT void ibv_unimport_pd(struct ibv_pd* /*pd*/) {}
+
+SOFTRDMA_EXPORT struct ibv_mr* ibv_import_mr(struct ibv_pd* /*pd*/, uint32_t /*mr_handle*/) {
+  return fail_null<ibv_mr>();
+}
+
+SOFTRDMA_EXPORT void ibv_unimport_mr(struct ibv_mr* /*mr*/) {}
+
+SOFTRDMA_EXPORT struct ibv_dm* ibv_import_dm(struct ibv_context* /*context*/,
+                                             uint32_t /*dm_handle*/) {
+  return fail_null<ibv_dm>();
+}
+
+SOFTRDMA_EXPORT void ibv_unimport_dm(struct ibv_dm* /*dm*/) {}
+
+// Enhanced connection establishment (ECE).
+
+SOFTRDMA_EXPORT int ibv_query_ece(struct ibv_qp* /*qp*/, struct ibv_ece* /*ece*/) {
+  return fail_errno();
+}
+
+SOFTRDMA_EXPORT int ibv_set_ece(struct ibv_qp* /*qp*/, struct ibv_ece* /*ece*/) {
+  return fail_errno();
+}
+
+// Memory registration of dma-buf file descriptors.
+
+SOFTRDMA_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* /*pd*/, uint64_t /*offset*/,
+                                                 size_t /*length*/, uint64_t /*iova*/, int /*fd*/,
+                                                 int /*access*/) {
+  return fail_null<ibv_mr>();
+}
+
+// QP data placement ordering: 0 is the conservative answer ("not guaranteed"),
+// which is always correct, so this one does not set errno.
+
+SOFTRDMA_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp* /*qp*/, enum ibv_wr_opcode /*op*/,
+                                               uint32_t /*flags*/) {
+  return 0;
+}
+
+}  // extern "C"
