@@ -25,6 +25,9 @@ constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
 // Period of the retransmit-timer check while sends are outstanding.
 constexpr uint64_t kTimerTickNs = 5000000;  // 5 ms
 constexpr int kDrainBatch = 64;
+constexpr uint32_t kPollsBeforeBusyPolling = 256;
+// How often a record stuck half-written at the head of the ring is looked at.
+constexpr uint64_t kPendingRecheckNs = 100000000;  // 100 ms
 
 // The head of each process's shared segment; peers validate it on attach.
 struct SegmentHeader {
@@ -226,7 +229,10 @@ bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* 
 
 void Engine::Progress() {
   app_polls_.store(app_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (app_may_block_.load(std::memory_order_relaxed))
+  // An application that armed a CQ polls a few times to drain it and then
+  // blocks; only a long run of polls without arming means it busy-polls.
+  if (app_may_block_.load(std::memory_order_relaxed) &&
+      ++polls_since_arm_ > kPollsBeforeBusyPolling)
     app_may_block_.store(false, std::memory_order_relaxed);
   DrainRing();
   if (service_pending_.load(std::memory_order_relaxed)) {
@@ -236,7 +242,7 @@ void Engine::Progress() {
 }
 
 bool Engine::DrainRing() {
-  if (!ring_->HasRecord()) return false;
+  if (ring_->Head() == shm::Ring::HeadState::kEmpty) return false;
   if (!ring_->TryLockConsumer()) return false;
   int n = 0;
   {
@@ -334,6 +340,7 @@ void Engine::WatchTimers() {
 }
 
 void Engine::ApplicationMayBlock() {
+  polls_since_arm_ = 0;
   app_may_block_.store(true, std::memory_order_seq_cst);
   if (thread_state_.load(std::memory_order_seq_cst) == kAppPolling) {
     kick_word_.fetch_add(1, std::memory_order_release);
@@ -381,7 +388,11 @@ void Engine::ThreadMain() {
     }
     thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
     uint32_t word = ring_->PrepareToSleep();
-    if (!ring_->HasRecord() && !stop_.load() && !service_pending_.load()) ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1);
+    shm::Ring::HeadState head = ring_->Head();
+    if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
+      timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
+    if (head != shm::Ring::HeadState::kReady && !stop_.load() && !service_pending_.load())
+      ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1);
     ring_->FinishSleep();
     thread_state_.store(kRunning, std::memory_order_relaxed);
   }

@@ -120,6 +120,7 @@ class Engine {
   // cleared by its next poll. While set, polling does not count as "the
   // application is polling".
   std::atomic<bool> app_may_block_{false};
+  uint32_t polls_since_arm_ = 0;  // racy by design: only a heuristic
   std::atomic<uint32_t> kick_word_{0};
   enum ThreadState : uint32_t { kRunning, kSleepingForever, kSleepingTimed, kAppPolling };
   std::atomic<uint32_t> thread_state_{kRunning};

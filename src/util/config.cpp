@@ -52,8 +52,10 @@ std::string Config::ShmPrefix() const {
 }
 
 const Config& GetConfig() {
-  static const Config config = Load();
-  return config;
+  // Never destroyed: the library still needs it in its exit handler, which
+  // may run after function-local statics have been torn down.
+  static const Config* config = new Config(Load());
+  return *config;
 }
 
 }  // namespace softrdma

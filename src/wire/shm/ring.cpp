@@ -418,6 +418,22 @@ void Ring::Release(const RecordView& v) {
   consume_pos_.store(v.pos_ + v.nslots_, std::memory_order_release);
 }
 
+Ring::HeadState Ring::Head() const {
+  const uint64_t c = consume_pos_.load(std::memory_order_acquire);
+  const uint64_t w = seq(c).load(std::memory_order_seq_cst);
+  if (Tag(w) != TagOfLap(Lap(c))) return HeadState::kEmpty;
+  switch (State(w)) {
+    case kCommitted: return HeadState::kReady;
+    case kClaimed: return HeadState::kPending;
+    default: return HeadState::kEmpty;
+  }
+}
+
+void Ring::Wake() {
+  wake_word_.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
 uint32_t Ring::PrepareToSleep() {
   consumer_sleeping_.store(1, std::memory_order_seq_cst);
   return wake_word_.load(std::memory_order_seq_cst);

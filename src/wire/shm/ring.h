@@ -164,6 +164,15 @@ class alignas(kCacheLine) Ring {
 
   // ---- observation (any process; approximate while producers run) ----
   uint64_t UsedSlots() const;
+
+  // What the consumer would find at the head, without consuming (any thread
+  // may ask): nothing, a record still being written (its commit wakes a
+  // sleeping consumer; a dead writer is only noticed by Peek, so sleep with a
+  // timeout), or a record ready to Peek.
+  enum class HeadState { kEmpty, kPending, kReady };
+  HeadState Head() const;
+  // Wakes a sleeping consumer without producing (shutdown, local kicks).
+  void Wake();
   uint64_t dead_records_skipped() const { return dead_skips_.load(std::memory_order_relaxed); }
   uint32_t wake_word() const { return wake_word_.load(std::memory_order_relaxed); }
 
