@@ -45,7 +45,8 @@ void Cq::Push(const ibv_wc& wc, bool solicited) {
   }
   entries_[(head_ + count_) % entries_.size()] = wc;
   ++count_;
-  if (armed_ == Arm::kAny || (armed_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS)))
+  if (armed_ == Arm::kAny ||
+      (armed_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS)))
     NotifyLocked();
 }
 

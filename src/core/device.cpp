@@ -66,7 +66,9 @@ Device::Device() {
   RefreshGids();
 }
 
-bool Device::IsOurs(const ibv_device* dev) { return dev == Get().verbs_device(); }
+bool Device::IsOurs(const ibv_device* dev) {
+  return dev == Get().verbs_device();
+}
 
 void Device::RefreshGids() {
   std::vector<GidEntry> table;
@@ -111,8 +113,7 @@ void Device::RefreshGids() {
     e.gid = MappedIpv4(lo);
     table.push_back(e);
   }
-  if (table.size() > static_cast<size_t>(limits::kGidTableLen))
-    table.resize(limits::kGidTableLen);
+  if (table.size() > static_cast<size_t>(limits::kGidTableLen)) table.resize(limits::kGidTableLen);
   std::lock_guard<std::mutex> lock(gid_mutex_);
   gids_ = std::move(table);
 }
@@ -187,9 +188,9 @@ void Device::QueryPort(ibv_port_attr* a) const {
   a->max_msg_sz = limits::kMaxMsgSize;
   a->pkey_tbl_len = limits::kPkeyTableLen;
   a->max_vl_num = 1;
-  a->active_width = 2;    // 4X
-  a->active_speed = 32;   // EDR: reported as 100 Gb/s
-  a->phys_state = 5;      // LinkUp
+  a->active_width = 2;   // 4X
+  a->active_speed = 32;  // EDR: reported as 100 Gb/s
+  a->phys_state = 5;     // LinkUp
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 

@@ -26,7 +26,7 @@ struct MrEntry {
   uint32_t pd_id;
   uint32_t access;  // IBV_ACCESS_* flags
   uint32_t pad;
-  uint64_t iova;    // start of the region in key address space
+  uint64_t iova;  // start of the region in key address space
   uint64_t length;
   uint64_t host_addr;  // start of the region in the owner's address space
 };

@@ -31,7 +31,7 @@ static_assert(offsetof(Context, vctx) == 0);
 
 struct Pd {
   ibv_pd pd;
-  uint32_t id;  // unique in the process; MR entries record it
+  uint32_t id;                // unique in the process; MR entries record it
   std::atomic<int> users{0};  // MRs and QPs using it: dealloc fails with EBUSY
   static Pd* From(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 };

@@ -25,14 +25,14 @@ struct PeerLink;
 struct SendWqe {
   uint64_t wr_id;
   ibv_wr_opcode opcode;
-  uint32_t imm;       // network byte order, as posted
+  uint32_t imm;  // network byte order, as posted
   uint32_t psn;
   uint32_t total_len;
   uint32_t num_sge;
   uint32_t tx_offset;  // fragments already pushed (fragment mode)
   bool signaled;
   bool solicited;
-  bool is_inline;      // payload copied into the QP's inline buffer at post time
+  bool is_inline;  // payload copied into the QP's inline buffer at post time
 };
 
 struct RecvWqe {
@@ -59,7 +59,9 @@ struct WorkQueue {
   uint32_t size() const { return head - tail; }
   bool full() const { return size() == capacity(); }
   Wqe& at(uint32_t index) { return wqes[index % capacity()]; }
-  ibv_sge* sge_of(uint32_t index) { return &sges[static_cast<size_t>(index % capacity()) * max_sge]; }
+  ibv_sge* sge_of(uint32_t index) {
+    return &sges[static_cast<size_t>(index % capacity()) * max_sge];
+  }
 };
 
 class Qp {
@@ -83,23 +85,23 @@ class Qp {
 
   // --- requester / completer
   WorkQueue<SendWqe> sq;
-  uint32_t sq_tx = 0;         // next WQE to transmit (tail <= sq_tx <= head)
+  uint32_t sq_tx = 0;               // next WQE to transmit (tail <= sq_tx <= head)
   std::vector<uint8_t> inline_buf;  // cap.max_inline_data bytes per WQE
   uint32_t next_psn = 0;
   uint64_t rnr_wait_until_ns = 0;
   int rnr_retries_left = 0;
   int retries_left = 0;
-  uint64_t last_ack_ns = 0;   // last time the responder showed progress
-  bool tx_blocked = false;    // the peer's ring was full
+  uint64_t last_ack_ns = 0;        // last time the responder showed progress
+  bool tx_blocked = false;         // the peer's ring was full
   std::shared_ptr<PeerLink> peer;  // the remote QP's process, resolved at RTR
   ProcRef peer_ref{};
 
   // --- responder
   WorkQueue<RecvWqe> rq;
-  uint32_t epsn = 0;          // next expected request PSN
-  bool frag_active = false;   // a fragmented message is being received
+  uint32_t epsn = 0;         // next expected request PSN
+  bool frag_active = false;  // a fragmented message is being received
   uint32_t frag_received = 0;
-  bool ack_pending = false;   // a (cumulative) ACK for epsn-1 must be sent
+  bool ack_pending = false;  // a (cumulative) ACK for epsn-1 must be sent
   bool in_service_list = false;
 
   uint8_t* inline_slot(uint32_t index) {
@@ -109,7 +111,9 @@ class Qp {
 static_assert(offsetof(Qp, qpx) == 0);
 
 // 24-bit PSN arithmetic (PSNs wrap; "a before b" within half the space).
-inline uint32_t PsnAdd(uint32_t psn, uint32_t n) { return (psn + n) & 0xffffff; }
+inline uint32_t PsnAdd(uint32_t psn, uint32_t n) {
+  return (psn + n) & 0xffffff;
+}
 inline bool PsnBefore(uint32_t a, uint32_t b) {
   uint32_t d = (b - a) & 0xffffff;
   return d != 0 && d < 0x800000;

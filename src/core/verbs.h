@@ -34,7 +34,7 @@ ssize_t QueryGidTable(ibv_context* context, ibv_gid_entry* entries, size_t max_e
 int QueryGidType(ibv_context* context, uint8_t port_num, unsigned int index, int* type);
 int QueryPkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey);
 int GetPkeyIndex(ibv_context* context, uint8_t port_num, __be16 pkey);  // index or -1
-int GetAsyncEvent(ibv_context* context, ibv_async_event* event);       // 0 or -1 + errno
+int GetAsyncEvent(ibv_context* context, ibv_async_event* event);        // 0 or -1 + errno
 void AckAsyncEvent(ibv_async_event* event);
 int ForkInit();
 ibv_fork_status IsForkInitialized();

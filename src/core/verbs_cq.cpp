@@ -13,7 +13,9 @@
 namespace softrdma::verbs {
 
 namespace {
-bool ValidContext(ibv_context* c) { return c && c->device == Device::Get().verbs_device(); }
+bool ValidContext(ibv_context* c) {
+  return c && c->device == Device::Get().verbs_device();
+}
 }  // namespace
 
 ibv_comp_channel* CreateCompChannel(ibv_context* context) {

@@ -28,7 +28,9 @@ namespace softrdma::verbs {
 
 namespace {
 
-bool ValidPort(uint32_t port) { return port == limits::kPortNum; }
+bool ValidPort(uint32_t port) {
+  return port == limits::kPortNum;
+}
 
 // Every public entry that takes a context checks it came from us: a context
 // of another library would be garbage to us.
@@ -51,7 +53,9 @@ ibv_device** GetDeviceList(int* num_devices) {
   return list;
 }
 
-void FreeDeviceList(ibv_device** list) { free(list); }
+void FreeDeviceList(ibv_device** list) {
+  free(list);
+}
 
 const char* GetDeviceName(ibv_device* device) {
   if (!device) {
@@ -289,11 +293,15 @@ void AckAsyncEvent(ibv_async_event*) {
   // nothing to count.
 }
 
-int ForkInit() { return 0; }
+int ForkInit() {
+  return 0;
+}
 
 // softrdma moves data with memcpy and cross-memory attach, never DMA, so a
 // fork() cannot break registered memory in the parent: fork support is not
 // needed, which is what IBV_FORK_UNNEEDED says.
-ibv_fork_status IsForkInitialized() { return IBV_FORK_UNNEEDED; }
+ibv_fork_status IsForkInitialized() {
+  return IBV_FORK_UNNEEDED;
+}
 
 }  // namespace softrdma::verbs

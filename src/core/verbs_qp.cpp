@@ -22,7 +22,7 @@ std::atomic<uint32_t> g_next_qp_handle{1};
 
 int ValidateInitAttr(ibv_pd* pd, const ibv_qp_init_attr* a) {
   if (!pd || !a || !a->send_cq || !a->recv_cq) return EINVAL;
-  if (a->srq) return EINVAL;  // no SRQ can exist yet
+  if (a->srq) return EINVAL;                        // no SRQ can exist yet
   if (a->qp_type != IBV_QPT_RC) return EOPNOTSUPP;  // UC, UD, XRC: not implemented yet
   const ibv_qp_cap& c = a->cap;
   if (c.max_send_wr > static_cast<uint32_t>(limits::kMaxQpWr) ||

@@ -56,18 +56,27 @@ ProcStat ReadProcStat(pid_t pid) {
   return out;
 }
 
-uint64_t ProcessStartTime(pid_t pid) { return ReadProcStat(pid).start_time; }
+uint64_t ProcessStartTime(pid_t pid) {
+  return ReadProcStat(pid).start_time;
+}
 
 // owner word of a process slot: pid in the low 32 bits, generation above.
-uint64_t PackOwner(uint32_t gen, pid_t pid) { return (uint64_t{gen} << 32) | uint32_t(pid); }
-pid_t OwnerPid(uint64_t w) { return static_cast<pid_t>(w & 0xffffffffu); }
-uint32_t OwnerGen(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+uint64_t PackOwner(uint32_t gen, pid_t pid) {
+  return (uint64_t{gen} << 32) | uint32_t(pid);
+}
+pid_t OwnerPid(uint64_t w) {
+  return static_cast<pid_t>(w & 0xffffffffu);
+}
+uint32_t OwnerGen(uint64_t w) {
+  return static_cast<uint32_t>(w >> 32);
+}
 
 // QPN table word: slot+1 in the low 32 bits (0 = free), generation above.
-uint64_t PackQpn(ProcRef r) { return (uint64_t{r.gen} << 32) | (r.slot + 1); }
+uint64_t PackQpn(ProcRef r) {
+  return (uint64_t{r.gen} << 32) | (r.slot + 1);
+}
 
 }  // namespace
-
 
 struct Registry::Layout {
   uint64_t magic;
@@ -84,7 +93,9 @@ struct Registry::Layout {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
-std::string Registry::RegistryName() { return GetConfig().ShmPrefix() + "-registry"; }
+std::string Registry::RegistryName() {
+  return GetConfig().ShmPrefix() + "-registry";
+}
 
 std::string Registry::ProcSegmentName(ProcRef ref) {
   return GetConfig().ShmPrefix() + "-proc-" + std::to_string(ref.slot) + "-" +
@@ -114,7 +125,8 @@ Status Registry::Open(Registry* out) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (static_cast<size_t>(st.st_size) != bytes) {
       close(fd);
-      return Status::Error(EPROTO, "registry " + name + " has an unexpected size (another softrdma version?)");
+      return Status::Error(
+          EPROTO, "registry " + name + " has an unexpected size (another softrdma version?)");
     }
   } else {
     return Status::Error(errno, "create registry " + name);

@@ -15,22 +15,33 @@ namespace {
 ibv_wc_opcode SendWcOpcode(ibv_wr_opcode op) {
   switch (op) {
     case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
-    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
-    default: return IBV_WC_SEND;
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return IBV_WC_FETCH_ADD;
+    case IBV_WR_LOCAL_INV:
+      return IBV_WC_LOCAL_INV;
+    case IBV_WR_BIND_MW:
+      return IBV_WC_BIND_MW;
+    default:
+      return IBV_WC_SEND;
   }
 }
 
 ibv_wc_status NakStatus(wire::Syndrome s) {
   switch (s) {
-    case wire::Syndrome::kNakInvalidRequest: return IBV_WC_REM_INV_REQ_ERR;
-    case wire::Syndrome::kNakRemoteAccess: return IBV_WC_REM_ACCESS_ERR;
-    case wire::Syndrome::kNakNoQp: return IBV_WC_RETRY_EXC_ERR;  // what a NIC reports after timing out
-    default: return IBV_WC_REM_OP_ERR;
+    case wire::Syndrome::kNakInvalidRequest:
+      return IBV_WC_REM_INV_REQ_ERR;
+    case wire::Syndrome::kNakRemoteAccess:
+      return IBV_WC_REM_ACCESS_ERR;
+    case wire::Syndrome::kNakNoQp:
+      return IBV_WC_RETRY_EXC_ERR;  // what a NIC reports after timing out
+    default:
+      return IBV_WC_REM_OP_ERR;
   }
 }
 

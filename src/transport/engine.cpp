@@ -78,7 +78,9 @@ void EngineAtExit() {
 // The child of a fork gets a copy of the parent's memory but none of its
 // threads, and must not touch the parent's segment: it starts afresh (with
 // its own registry slot) the next time it uses a device.
-void EngineAfterFork() { g_engine = nullptr; }
+void EngineAfterFork() {
+  g_engine = nullptr;
+}
 
 void Engine::OnReclaim(ProcRef dead) {
   // The previous holder of our slot died without cleaning up: its segment
@@ -183,8 +185,8 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
     // Loopback between QPs of this process: our own ring.
     link->pid = getpid();
     link->ring = ring_;
-    link->mrs = reinterpret_cast<const MrEntry*>(static_cast<uint8_t*>(segment_.data()) +
-                                                 kHeaderBytes);
+    link->mrs =
+        reinterpret_cast<const MrEntry*>(static_cast<uint8_t*>(segment_.data()) + kHeaderBytes);
   } else {
     link->pid = registry_.LivePid(ref);
     if (link->pid == 0) return nullptr;
@@ -194,8 +196,7 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
     auto* hdr = reinterpret_cast<SegmentHeader*>(base);
     if (link->region.size() < kHeaderBytes ||
         __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) != kSegmentMagic ||
-        hdr->version != kSegmentVersion ||
-        hdr->ring_offset + hdr->ring_bytes > link->region.size())
+        hdr->version != kSegmentVersion || hdr->ring_offset + hdr->ring_bytes > link->region.size())
       return nullptr;
     link->ring = shm::Ring::Attach(base + hdr->ring_offset, hdr->ring_bytes);
     if (!link->ring) return nullptr;
@@ -212,8 +213,7 @@ bool Engine::Send(PeerLink& peer, const wire::RecordHeader& hdr, const void* pay
   return SendGather(peer, hdr, parts, len ? 2 : 1);
 }
 
-bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* parts,
-                        int nparts) {
+bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* parts, int nparts) {
   uint32_t bytes = 0;
   for (int i = 0; i < nparts; ++i) bytes += static_cast<uint32_t>(parts[i].iov_len);
   shm::Reservation r;

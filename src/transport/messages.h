@@ -33,7 +33,7 @@ enum RequestFlags : uint8_t {
 // statuses at the requester is in transport/completer.cpp).
 enum class Syndrome : uint8_t {
   kAck = 0,
-  kRnrNak = 1,          // no receive WQE: retry after the RNR timer
+  kRnrNak = 1,             // no receive WQE: retry after the RNR timer
   kNakInvalidRequest = 2,  // e.g. message longer than the receive buffer
   kNakRemoteAccess = 3,    // rkey/bounds/access violation at the responder
   kNakRemoteOp = 4,        // responder could not complete (e.g. bad receive lkey)
@@ -46,17 +46,17 @@ struct RecordHeader {
   RecordType type;
   PayloadMode mode;
   uint8_t flags;
-  Syndrome syndrome;      // kAck records
+  Syndrome syndrome;  // kAck records
   uint32_t src_qpn;
   uint32_t dst_qpn;
-  uint32_t psn;           // request: its PSN; ack: the PSN acknowledged / NAKed
-  uint32_t src_slot;      // requester's process slot (registry)
-  uint32_t src_gen;       // ... and its generation
-  uint32_t imm;           // immediate data, network byte order as given by the user
-  uint32_t total_len;     // whole message length
-  uint32_t frag_offset;   // kFragment: where this piece goes
-  uint32_t payload_len;   // bytes following the header (inline data, a fragment, or iovecs)
-  uint32_t rnr_timer;     // kRnrNak: the responder's min_rnr_timer code
+  uint32_t psn;          // request: its PSN; ack: the PSN acknowledged / NAKed
+  uint32_t src_slot;     // requester's process slot (registry)
+  uint32_t src_gen;      // ... and its generation
+  uint32_t imm;          // immediate data, network byte order as given by the user
+  uint32_t total_len;    // whole message length
+  uint32_t frag_offset;  // kFragment: where this piece goes
+  uint32_t payload_len;  // bytes following the header (inline data, a fragment, or iovecs)
+  uint32_t rnr_timer;    // kRnrNak: the responder's min_rnr_timer code
   uint32_t reserved;
 };
 static_assert(sizeof(RecordHeader) == 48);

@@ -187,8 +187,9 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
     }
     h.frag_offset = w.tx_offset;
     h.payload_len = len;
-    h.flags = static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
-                                   (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
+    h.flags =
+        static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
+                             (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
     if (!engine.SendGather(peer, h, frag, nfrag)) return TxResult::kBlocked;
     w.tx_offset += len;
   }
@@ -242,8 +243,10 @@ void Transmit(Engine& engine, Qp& qp) {
 bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   bool did = false;
   if (qp.ack_pending) {
-    if (SendAck(engine, qp)) did = true;
-    else engine.NeedService(&qp);
+    if (SendAck(engine, qp))
+      did = true;
+    else
+      engine.NeedService(&qp);
   }
   if (qp.rnr_wait_until_ns) {
     if (now < qp.rnr_wait_until_ns) {

@@ -98,7 +98,8 @@ void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iove
       continue;
     }
     uint64_t take = std::min<uint64_t>(iov[i].iov_len - dst_off, len);
-    view.CopyOut(src_off, static_cast<uint8_t*>(iov[i].iov_base) + dst_off, static_cast<uint32_t>(take));
+    view.CopyOut(src_off, static_cast<uint8_t*>(iov[i].iov_base) + dst_off,
+                 static_cast<uint32_t>(take));
     src_off += static_cast<uint32_t>(take);
     len -= take;
     dst_off = 0;
@@ -120,7 +121,8 @@ PullResult PullFromRequester(pid_t pid, const iovec* local, int nlocal, const sh
   if (got == static_cast<ssize_t>(req.total_len)) return PullResult::kOk;
   SOFTRDMA_LOG(kDebug, "pull of %u bytes from pid %d: got %zd (%s)", req.total_len, pid, got,
                got < 0 ? strerror(errno) : "short");
-  if (got < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) return PullResult::kRefused;
+  if (got < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES))
+    return PullResult::kRefused;
   return PullResult::kFault;
 }
 
@@ -163,8 +165,8 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
       qp.state != IBV_QPS_SQE)
     return false;
-  if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num || req.src_slot != qp.peer->ref.slot ||
-      req.src_gen != qp.peer->ref.gen)
+  if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num ||
+      req.src_slot != qp.peer->ref.slot || req.src_gen != qp.peer->ref.gen)
     return false;  // an RC QP only talks to its connected peer
   if (req.psn != qp.epsn) {
     // Duplicate (already executed): acknowledge again so that a requester

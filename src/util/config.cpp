@@ -19,7 +19,9 @@ uint32_t ParseU32(const char* s, uint32_t fallback, uint32_t lo, uint32_t hi) {
   return static_cast<uint32_t>(v);
 }
 
-bool IsPowerOfTwo(uint32_t v) { return v && !(v & (v - 1)); }
+bool IsPowerOfTwo(uint32_t v) {
+  return v && !(v & (v - 1));
+}
 
 Config Load() {
   Config c;

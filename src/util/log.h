@@ -12,8 +12,8 @@ void LogPrintf(LogLevel level, const char* fmt, ...) __attribute__((format(print
 
 }  // namespace softrdma
 
-#define SOFTRDMA_LOG(level, ...)                                          \
-  do {                                                                    \
-    if (::softrdma::CurrentLogLevel() >= ::softrdma::LogLevel::level)     \
-      ::softrdma::LogPrintf(::softrdma::LogLevel::level, __VA_ARGS__);    \
+#define SOFTRDMA_LOG(level, ...)                                       \
+  do {                                                                 \
+    if (::softrdma::CurrentLogLevel() >= ::softrdma::LogLevel::level)  \
+      ::softrdma::LogPrintf(::softrdma::LogLevel::level, __VA_ARGS__); \
   } while (0)

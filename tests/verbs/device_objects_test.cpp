@@ -118,9 +118,9 @@ TEST_F(DeviceTest, MemoryRegions) {
   ibv_pd* pd = ibv_alloc_pd(ctx);
   ASSERT_NE(pd, nullptr);
   std::vector<char> buf(8192);
-  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                              IBV_ACCESS_RELAXED_ORDERING);
+  ibv_mr* mr =
+      ibv_reg_mr(pd, buf.data(), buf.size(),
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING);
   ASSERT_NE(mr, nullptr);
   EXPECT_NE(mr->lkey, mr->rkey);
   EXPECT_EQ(mr->addr, buf.data());

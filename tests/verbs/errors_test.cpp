@@ -198,11 +198,11 @@ TEST(QpStates, PostingOutsideTheRightStateIsRefused) {
   r.sg_list = &s;
   r.num_sge = 1;
   ibv_recv_wr* rbad = nullptr;
-  EXPECT_EQ(ibv_post_send(qp, &w, &bad), EINVAL);  // RESET
+  EXPECT_EQ(ibv_post_send(qp, &w, &bad), EINVAL);   // RESET
   EXPECT_EQ(ibv_post_recv(qp, &r, &rbad), EINVAL);  // RESET
   ASSERT_EQ(ToInit(qp), 0);
   EXPECT_EQ(ibv_post_send(qp, &w, &bad), EINVAL);  // INIT
-  EXPECT_EQ(ibv_post_recv(qp, &r, &rbad), 0);       // INIT accepts receives
+  EXPECT_EQ(ibv_post_recv(qp, &r, &rbad), 0);      // INIT accepts receives
   // RTR without a GRH: refused on RoCE, and nothing changes.
   ibv_qp_attr rtr = RtrAttr(ctx, LoopbackGidIndex(ctx), qp->qp_num);
   rtr.ah_attr.is_global = 0;

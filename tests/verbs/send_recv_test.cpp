@@ -15,7 +15,8 @@ namespace {
 using SendRecv = LoopbackPair;
 
 void Fill(std::vector<uint8_t>& v, uint32_t seed) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + 3) & 0xff);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + 3) & 0xff);
 }
 
 // Sends `len` bytes split over three source SGEs at odd offsets, received

@@ -35,8 +35,12 @@ struct Endpoint {
   }
 };
 
-bool WriteAll(int fd, const void* p, size_t n) { return write(fd, p, n) == static_cast<ssize_t>(n); }
-bool ReadAll(int fd, void* p, size_t n) { return read(fd, p, n) == static_cast<ssize_t>(n); }
+bool WriteAll(int fd, const void* p, size_t n) {
+  return write(fd, p, n) == static_cast<ssize_t>(n);
+}
+bool ReadAll(int fd, void* p, size_t n) {
+  return read(fd, p, n) == static_cast<ssize_t>(n);
+}
 
 constexpr size_t kBig = (1 << 20) + 3;
 
@@ -52,8 +56,9 @@ constexpr size_t kBig = (1 << 20) + 3;
   std::vector<uint8_t> buf(kBig + 1100, 0);
   ibv_mr* mr = ibv_reg_mr(e.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!mr) exit(13);
-  ibv_sge sg[2] = {{reinterpret_cast<uintptr_t>(&buf[0]), 1000, mr->lkey},
-                   {reinterpret_cast<uintptr_t>(&buf[1000]), static_cast<uint32_t>(kBig), mr->lkey}};
+  ibv_sge sg[2] = {
+      {reinterpret_cast<uintptr_t>(&buf[0]), 1000, mr->lkey},
+      {reinterpret_cast<uintptr_t>(&buf[1000]), static_cast<uint32_t>(kBig), mr->lkey}};
   ibv_recv_wr wr{};
   wr.sg_list = sg;
   wr.num_sge = 2;
@@ -97,10 +102,10 @@ TEST(TwoProcesses, MegabyteSendArrivesIntact) {
   ASSERT_NE(mr, nullptr);
   char ready;
   ASSERT_TRUE(ReadAll(up[0], &ready, 1));
-  ibv_sge sg[3] = {{reinterpret_cast<uintptr_t>(&src[0]), 7, mr->lkey},
-                   {reinterpret_cast<uintptr_t>(&src[7]), 500000, mr->lkey},
-                   {reinterpret_cast<uintptr_t>(&src[500007]), static_cast<uint32_t>(kBig - 500007),
-                    mr->lkey}};
+  ibv_sge sg[3] = {
+      {reinterpret_cast<uintptr_t>(&src[0]), 7, mr->lkey},
+      {reinterpret_cast<uintptr_t>(&src[7]), 500000, mr->lkey},
+      {reinterpret_cast<uintptr_t>(&src[500007]), static_cast<uint32_t>(kBig - 500007), mr->lkey}};
   ibv_send_wr wr{};
   wr.sg_list = sg;
   wr.num_sge = 3;

@@ -85,7 +85,8 @@ inline int ToInit(ibv_qp* qp) {
   a.pkey_index = 0;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  return ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
 inline ibv_qp_attr RtrAttr(ibv_context* ctx, int gid_index, uint32_t dest_qpn) {
@@ -169,9 +170,8 @@ class LoopbackPair : public ::testing::Test {
     ibv_recv_wr* bad = nullptr;
     return ibv_post_recv(qp, &wr, &bad);
   }
-  int PostSend(ibv_qp* qp, uint64_t wr_id, ibv_sge* sges, int n,
-               unsigned flags = IBV_SEND_SIGNALED, ibv_wr_opcode op = IBV_WR_SEND,
-               uint32_t imm = 0) {
+  int PostSend(ibv_qp* qp, uint64_t wr_id, ibv_sge* sges, int n, unsigned flags = IBV_SEND_SIGNALED,
+               ibv_wr_opcode op = IBV_WR_SEND, uint32_t imm = 0) {
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
     wr.sg_list = sges;

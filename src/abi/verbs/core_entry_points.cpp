@@ -21,14 +21,24 @@ namespace v = softrdma::verbs;
 SOFTRDMA_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   return v::GetDeviceList(num_devices);
 }
-SOFTRDMA_EXPORT void ibv_free_device_list(ibv_device** list) { v::FreeDeviceList(list); }
+SOFTRDMA_EXPORT void ibv_free_device_list(ibv_device** list) {
+  v::FreeDeviceList(list);
+}
 SOFTRDMA_EXPORT const char* ibv_get_device_name(ibv_device* device) {
   return v::GetDeviceName(device);
 }
-SOFTRDMA_EXPORT __be64 ibv_get_device_guid(ibv_device* device) { return v::GetDeviceGuid(device); }
-SOFTRDMA_EXPORT int ibv_get_device_index(ibv_device* device) { return v::GetDeviceIndex(device); }
-SOFTRDMA_EXPORT ibv_context* ibv_open_device(ibv_device* device) { return v::OpenDevice(device); }
-SOFTRDMA_EXPORT int ibv_close_device(ibv_context* context) { return v::CloseDevice(context); }
+SOFTRDMA_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
+  return v::GetDeviceGuid(device);
+}
+SOFTRDMA_EXPORT int ibv_get_device_index(ibv_device* device) {
+  return v::GetDeviceIndex(device);
+}
+SOFTRDMA_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  return v::OpenDevice(device);
+}
+SOFTRDMA_EXPORT int ibv_close_device(ibv_context* context) {
+  return v::CloseDevice(context);
+}
 SOFTRDMA_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
   return v::QueryDevice(context, attr);
 }
@@ -65,12 +75,22 @@ SOFTRDMA_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, _
 SOFTRDMA_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   return v::GetAsyncEvent(context, event);
 }
-SOFTRDMA_EXPORT void ibv_ack_async_event(ibv_async_event* event) { v::AckAsyncEvent(event); }
-SOFTRDMA_EXPORT int ibv_fork_init(void) { return v::ForkInit(); }
-SOFTRDMA_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return v::IsForkInitialized(); }
+SOFTRDMA_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
+  v::AckAsyncEvent(event);
+}
+SOFTRDMA_EXPORT int ibv_fork_init(void) {
+  return v::ForkInit();
+}
+SOFTRDMA_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
+  return v::IsForkInitialized();
+}
 
-SOFTRDMA_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) { return v::AllocPd(context); }
-SOFTRDMA_EXPORT int ibv_dealloc_pd(ibv_pd* pd) { return v::DeallocPd(pd); }
+SOFTRDMA_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  return v::AllocPd(context);
+}
+SOFTRDMA_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  return v::DeallocPd(pd);
+}
 SOFTRDMA_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   return v::RegMr(pd, addr, length, reinterpret_cast<uintptr_t>(addr),
                   static_cast<unsigned>(access));
@@ -83,7 +103,9 @@ SOFTRDMA_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, 
                                          unsigned int access) {
   return v::RegMr(pd, addr, length, iova, access);
 }
-SOFTRDMA_EXPORT int ibv_dereg_mr(ibv_mr* mr) { return v::DeregMr(mr); }
+SOFTRDMA_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+  return v::DeregMr(mr);
+}
 // Re-registration is not implemented yet (docs/abi.md): report that the
 // input was not acted upon, leaving the MR as it was.
 SOFTRDMA_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
@@ -101,9 +123,13 @@ SOFTRDMA_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_co
                                       ibv_comp_channel* channel, int comp_vector) {
   return v::CreateCq(context, cqe, cq_context, channel, comp_vector);
 }
-SOFTRDMA_EXPORT int ibv_destroy_cq(ibv_cq* cq) { return v::DestroyCq(cq); }
+SOFTRDMA_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
+  return v::DestroyCq(cq);
+}
 // Resizing is not implemented yet (docs/abi.md).
-SOFTRDMA_EXPORT int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
+SOFTRDMA_EXPORT int ibv_resize_cq(ibv_cq*, int) {
+  return EOPNOTSUPP;
+}
 SOFTRDMA_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   return v::GetCqEvent(channel, cq, cq_context);
 }
@@ -121,5 +147,9 @@ SOFTRDMA_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
                                  ibv_qp_init_attr* init_attr) {
   return v::QueryQp(qp, attr, attr_mask, init_attr);
 }
-SOFTRDMA_EXPORT int ibv_destroy_qp(ibv_qp* qp) { return v::DestroyQp(qp); }
-SOFTRDMA_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return v::QpToQpEx(qp); }
+SOFTRDMA_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
+  return v::DestroyQp(qp);
+}
+SOFTRDMA_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  return v::QpToQpEx(qp);
+}

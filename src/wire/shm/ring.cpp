@@ -423,9 +423,12 @@ Ring::HeadState Ring::Head() const {
   const uint64_t w = seq(c).load(std::memory_order_seq_cst);
   if (Tag(w) != TagOfLap(Lap(c))) return HeadState::kEmpty;
   switch (State(w)) {
-    case kCommitted: return HeadState::kReady;
-    case kClaimed: return HeadState::kPending;
-    default: return HeadState::kEmpty;
+    case kCommitted:
+      return HeadState::kReady;
+    case kClaimed:
+      return HeadState::kPending;
+    default:
+      return HeadState::kEmpty;
   }
 }
 
