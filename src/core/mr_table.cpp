@@ -1,6 +1,7 @@
 #include "core/mr_table.h"
 
 #include <cerrno>
+#include <initializer_list>
 #include <mutex>
 #include <random>
 
@@ -13,10 +14,16 @@ uint8_t RandomByte() {
   return static_cast<uint8_t>(rng() >> 7);
 }
 
-// A key byte that differs from `previous` (so stale keys never revalidate).
-uint8_t FreshKeyByte(uint8_t previous) {
+// A random key byte that differs from each of `avoid` (so that no key the
+// index carried before, and not the MR's other key, can match).
+uint8_t FreshKeyByte(std::initializer_list<uint8_t> avoid) {
   uint8_t b = RandomByte();
-  return b == previous ? static_cast<uint8_t>(b + 1) : b;
+  for (bool clash = true; clash;) {
+    clash = false;
+    for (uint8_t a : avoid) clash |= a == b;
+    if (clash) ++b;
+  }
+  return b;
 }
 
 }  // namespace
@@ -28,12 +35,13 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     uint32_t index = next_index_;
     next_index_ = next_index_ + 1 == kCapacity ? 1 : next_index_ + 1;
     MrEntry& e = entries_[index];
-    if (e.lkey != 0) continue;  // in use
+    if (e.live) continue;
     uint32_t seq = e.seq.load(std::memory_order_relaxed);
     e.seq.store(seq + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    uint8_t lbyte = FreshKeyByte(static_cast<uint8_t>(e.rkey));
-    uint8_t rbyte = FreshKeyByte(lbyte);
+    const uint8_t old_l = static_cast<uint8_t>(e.lkey), old_r = static_cast<uint8_t>(e.rkey);
+    uint8_t lbyte = FreshKeyByte({old_l, old_r});
+    uint8_t rbyte = FreshKeyByte({old_l, old_r, lbyte});
     // lkey and rkey differ in their key byte; neither is ever 0.
     e.lkey = (index << 8) | lbyte;
     e.rkey = (index << 8) | rbyte;
@@ -42,6 +50,7 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     e.iova = iova;
     e.length = length;
     e.host_addr = host_addr;
+    e.live = 1;
     e.seq.store(seq + 2, std::memory_order_release);
     *lkey = e.lkey;
     *rkey = e.rkey;
@@ -55,11 +64,11 @@ void MrTable::Remove(uint32_t lkey) {
   if (index == 0 || index >= kCapacity) return;
   std::lock_guard<SpinLock> lock(alloc_lock_);
   MrEntry& e = entries_[index];
-  if (e.lkey != lkey) return;
+  if (!e.live || e.lkey != lkey) return;
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  e.lkey = 0;  // keep rkey's byte: the next owner's key bytes must differ
+  e.live = 0;  // keys stay: the next owner's key bytes must differ
   e.length = 0;
   e.access = 0;
   e.seq.store(seq + 2, std::memory_order_release);
@@ -74,7 +83,7 @@ int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uin
     uint32_t s1 = e.seq.load(std::memory_order_acquire);
     if (s1 & 1) continue;
     uint32_t k = kind == KeyKind::kLocal ? e.lkey : e.rkey;
-    uint32_t live = e.lkey;
+    uint32_t live = e.live;
     uint32_t entry_pd = e.pd_id, access = e.access;
     uint64_t iova = e.iova, length = e.length, base = e.host_addr;
     std::atomic_thread_fence(std::memory_order_acquire);

@@ -19,13 +19,15 @@ namespace softrdma {
 
 struct MrEntry {
   // Even = stable, odd = being changed (a seqlock for readers in other
-  // processes). 0 with lkey == 0 = free.
+  // processes).
   std::atomic<uint32_t> seq;
+  // The keys stay after deregistration (live = 0) so that the next
+  // registration at this index can pick key bytes that differ from them.
   uint32_t lkey;
   uint32_t rkey;
   uint32_t pd_id;
   uint32_t access;  // IBV_ACCESS_* flags
-  uint32_t pad;
+  uint32_t live;    // 1 = registered
   uint64_t iova;  // start of the region in key address space
   uint64_t length;
   uint64_t host_addr;  // start of the region in the owner's address space
