@@ -26,6 +26,20 @@ uint8_t FreshKeyByte(std::initializer_list<uint8_t> avoid) {
   return b;
 }
 
+// Seqlock field accesses without fences (ThreadSanitizer cannot model
+// fences): the writer marks the entry odd, publishes each field with a
+// release store, then marks it even; a reader loads every field with acquire,
+// so a field value from a newer write forces its re-check of the sequence to
+// see that write's odd (or later) mark.
+template <typename T>
+void Publish(T* field, T value) {
+  __atomic_store_n(field, value, __ATOMIC_RELEASE);
+}
+template <typename T>
+T Read(const T* field) {
+  return __atomic_load_n(field, __ATOMIC_ACQUIRE);
+}
+
 }  // namespace
 
 int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length,
@@ -38,19 +52,18 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     if (e.live) continue;
     uint32_t seq = e.seq.load(std::memory_order_relaxed);
     e.seq.store(seq + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
     const uint8_t old_l = static_cast<uint8_t>(e.lkey), old_r = static_cast<uint8_t>(e.rkey);
     uint8_t lbyte = FreshKeyByte({old_l, old_r});
     uint8_t rbyte = FreshKeyByte({old_l, old_r, lbyte});
     // lkey and rkey differ in their key byte; neither is ever 0.
-    e.lkey = (index << 8) | lbyte;
-    e.rkey = (index << 8) | rbyte;
-    e.pd_id = pd_id;
-    e.access = access;
-    e.iova = iova;
-    e.length = length;
-    e.host_addr = host_addr;
-    e.live = 1;
+    Publish(&e.lkey, (index << 8) | lbyte);
+    Publish(&e.rkey, (index << 8) | rbyte);
+    Publish(&e.pd_id, pd_id);
+    Publish(&e.access, access);
+    Publish(&e.iova, iova);
+    Publish(&e.length, length);
+    Publish(&e.host_addr, host_addr);
+    Publish(&e.live, 1u);
     e.seq.store(seq + 2, std::memory_order_release);
     *lkey = e.lkey;
     *rkey = e.rkey;
@@ -67,10 +80,9 @@ void MrTable::Remove(uint32_t lkey) {
   if (!e.live || e.lkey != lkey) return;
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  e.live = 0;  // keys stay: the next owner's key bytes must differ
-  e.length = 0;
-  e.access = 0;
+  Publish(&e.live, 0u);  // keys stay: the next owner's key bytes must differ
+  Publish(&e.length, uint64_t{0});
+  Publish(&e.access, 0u);
   e.seq.store(seq + 2, std::memory_order_release);
 }
 
@@ -82,11 +94,10 @@ int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uin
   for (;;) {
     uint32_t s1 = e.seq.load(std::memory_order_acquire);
     if (s1 & 1) continue;
-    uint32_t k = kind == KeyKind::kLocal ? e.lkey : e.rkey;
-    uint32_t live = e.live;
-    uint32_t entry_pd = e.pd_id, access = e.access;
-    uint64_t iova = e.iova, length = e.length, base = e.host_addr;
-    std::atomic_thread_fence(std::memory_order_acquire);
+    uint32_t k = Read(kind == KeyKind::kLocal ? &e.lkey : &e.rkey);
+    uint32_t live = Read(&e.live);
+    uint32_t entry_pd = Read(&e.pd_id), access = Read(&e.access);
+    uint64_t iova = Read(&e.iova), length = Read(&e.length), base = Read(&e.host_addr);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
     if (live == 0 || k != key) return EINVAL;
     if (entry_pd != pd_id) return EACCES;
