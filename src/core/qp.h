@@ -114,6 +114,9 @@ class Qp {
   std::vector<ibv_sge> srq_sges;
   bool srq_wqe_held = false;
   bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED raised
+  // --- UD: the last destination's process (transport/datagram.cpp)
+  std::shared_ptr<PeerLink> ud_peer;
+  uint32_t ud_peer_qpn = 0;
 
   uint8_t* inline_slot(uint32_t index) {
     return inline_buf.data() + static_cast<size_t>(index % sq.capacity()) * cap.max_inline_data;

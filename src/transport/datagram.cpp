@@ -101,6 +101,20 @@ void CompleteDatagram(Qp& qp, const RecvWqe& w, ibv_wc_status status,
   qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) || status != IBV_WC_SUCCESS);
 }
 
+// The process owning `qpn`, remembered per QP: a UD QP mostly talks to the
+// same few peers, and a full lookup checks the owner's liveness with system
+// calls. The cached link is reused while the registry still records the same
+// owner for the QPN (one atomic load); a dead owner whose entry is not yet
+// reclaimed only swallows datagrams, as a dead node does.
+PeerLink* DatagramPeer(Engine& engine, Qp& qp, uint32_t qpn) {
+  ProcRef owner;
+  if (!engine.registry().QpnOwner(qpn, &owner)) return nullptr;
+  if (qp.ud_peer && qp.ud_peer_qpn == qpn && qp.ud_peer->ref == owner) return qp.ud_peer.get();
+  qp.ud_peer = engine.ResolveQpn(qpn);
+  qp.ud_peer_qpn = qpn;
+  return qp.ud_peer.get();
+}
+
 }  // namespace
 
 void CompleteUnacknowledged(Qp& qp) {
@@ -116,8 +130,8 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
     const SendWqe& w = qp.sq.at(index);
     // Only GIDs of this host are reachable (the shm wire); elsewhere, and to
     // a QPN nobody owns, the datagram is lost, as on a network.
-    std::shared_ptr<PeerLink> peer;
-    if (Device::Get().IsLocalGid(w.ud.dgid)) peer = engine.ResolveQpn(w.ud.remote_qpn);
+    PeerLink* peer = nullptr;
+    if (Device::Get().IsLocalGid(w.ud.dgid)) peer = DatagramPeer(engine, qp, w.ud.remote_qpn);
     if (peer) {
       wire::RecordHeader h{};
       h.type = wire::RecordType::kDatagram;
