@@ -171,7 +171,10 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
       }
       // The whole datagram (at most one MTU) is copied into the ring, so
       // the send buffer is free the moment it completes.
-      if (!engine.SendGather(*peer, h, parts, n + 2)) {
+      // A full ring holds the datagram back (back-pressure, as a NIC's
+      // flow control would), unless its owner is dead: then it is lost.
+      if (!engine.SendGather(*peer, h, parts, n + 2) &&
+          engine.registry().LivePid(peer->ref) != 0) {
         qp.tx_blocked = true;
         engine.NeedService(&qp);
         return;

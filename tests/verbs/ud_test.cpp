@@ -199,6 +199,33 @@ TEST_F(UdTest, AhRules) {
   EXPECT_EQ(ibv_create_ah(pd, &at), nullptr);
 }
 
+TEST_F(UdTest, SrqFeedsUdAndShortBufferCompletesInError) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 4;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(pd, &sa);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp* c = CreateQpOfType(pd, cq_b, IBV_QPT_UD, srq);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(UdToRts(c, kQkey), 0);
+  ASSERT_EQ(PostSrqRecvTo(srq, 1, Sge(dst.data(), 16, dmr)), 0);  // too small for GRH + 16
+  ASSERT_EQ(PostSrqRecvTo(srq, 2, Sge(dst.data() + 100, kGrh + 16, dmr)), 0);
+  memset(src.data(), 0x44, 16);
+  ASSERT_EQ(PostUdSend(a, 1, Sge(src.data(), 16, smr), ah, c->qp_num, kQkey), 0);
+  ASSERT_EQ(PostUdSend(a, 2, Sge(src.data(), 16, smr), ah, c->qp_num, kQkey), 0);
+  auto r = PollN(cq_b, 2);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].wr_id, 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_LOC_LEN_ERR) << "an SRQ WQE already taken completes in error";
+  EXPECT_EQ(r[1].wr_id, 2u);
+  EXPECT_EQ(r[1].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r[1].qp_num, c->qp_num);
+  EXPECT_EQ(dst[100 + kGrh], 0x44);
+  EXPECT_EQ(PollN(cq_a, 2).size(), 2u);
+  EXPECT_EQ(ibv_destroy_qp(c), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 TEST(UdTwoProcesses, DatagramsAndReplyAcrossProcesses) {
   int up[2], down[2];
   ASSERT_EQ(pipe(up), 0);
