@@ -199,6 +199,57 @@ TEST_F(UdTest, AhRules) {
   EXPECT_EQ(ibv_create_ah(pd, &at), nullptr);
 }
 
+// With IPv6 GIDs the GRH area is the IPv6 header itself.
+TEST_F(UdTest, Ipv6GrhArea) {
+  int v6 = -1;
+  ibv_gid g6{};
+  for (int i = 0; i < 16 && v6 < 0; ++i) {
+    ibv_gid g;
+    if (ibv_query_gid(ctx, 1, i, &g)) break;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    static const uint8_t zero[16] = {};
+    if (memcmp(g.raw, zero, 16) != 0 && memcmp(g.raw, mapped, 12) != 0) {
+      v6 = i;
+      g6 = g;
+    }
+  }
+  if (v6 < 0) GTEST_SKIP() << "no IPv6 address on this host";
+  ibv_ah_attr at{};
+  at.is_global = 1;
+  at.port_num = 1;
+  at.grh.sgid_index = static_cast<uint8_t>(v6);
+  at.grh.dgid = g6;
+  at.grh.hop_limit = 9;
+  at.grh.traffic_class = 0xa4;
+  at.grh.flow_label = 0x12345;
+  ibv_ah* h = ibv_create_ah(pd, &at);
+  ASSERT_NE(h, nullptr);
+  ASSERT_EQ(PostRecvTo(b, 1, Sge(dst.data(), kGrh + 10, dmr)), 0);
+  memset(src.data(), 0x66, 10);
+  ASSERT_EQ(PostUdSend(a, 1, Sge(src.data(), 10, smr), h, b->qp_num, kQkey), 0);
+  auto r = PollN(cq_b, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].byte_len, kGrh + 10);
+  EXPECT_EQ(dst[0], 0x6a) << "version 6, traffic class high nibble";
+  EXPECT_EQ(dst[1], 0x41) << "traffic class low nibble, flow label high bits";
+  EXPECT_EQ(dst[2], 0x23);
+  EXPECT_EQ(dst[3], 0x45);
+  EXPECT_EQ(dst[4] << 8 | dst[5], 8 + 12 + 8 + 12 + 4) << "UDP length (payload padded to 4)";
+  EXPECT_EQ(dst[6], 17);
+  EXPECT_EQ(dst[7], 9);
+  EXPECT_EQ(memcmp(&dst[8], g6.raw, 16), 0);
+  EXPECT_EQ(memcmp(&dst[24], g6.raw, 16), 0);
+  EXPECT_EQ(dst[kGrh], 0x66);
+  ibv_ah_attr back;
+  ASSERT_EQ(ibv_init_ah_from_wc(ctx, 1, &r[0], reinterpret_cast<ibv_grh*>(dst.data()), &back), 0);
+  EXPECT_EQ(back.grh.sgid_index, v6);
+  EXPECT_EQ(memcmp(back.grh.dgid.raw, g6.raw, 16), 0);
+  EXPECT_EQ(back.grh.flow_label, 0x12345u);
+  EXPECT_EQ(back.grh.traffic_class, 0xa4);
+  EXPECT_EQ(PollN(cq_a, 1).size(), 1u);
+  EXPECT_EQ(ibv_destroy_ah(h), 0);
+}
+
 TEST_F(UdTest, SrqFeedsUdAndShortBufferCompletesInError) {
   ibv_srq_init_attr sa{};
   sa.attr.max_wr = 4;
