@@ -173,8 +173,7 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
       // the send buffer is free the moment it completes.
       // A full ring holds the datagram back (back-pressure, as a NIC's
       // flow control would), unless its owner is dead: then it is lost.
-      if (!engine.SendGather(*peer, h, parts, n + 2) &&
-          engine.registry().LivePid(peer->ref) != 0) {
+      if (!engine.SendGather(*peer, h, parts, n + 2) && engine.registry().LivePid(peer->ref) != 0) {
         qp.tx_blocked = true;
         engine.NeedService(&qp);
         return;
