@@ -158,7 +158,8 @@ void Device::QueryDevice(ibv_device_attr* a) const {
   a->max_qp = limits::kMaxQp;
   a->max_qp_wr = limits::kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT;
+                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT |
+                        IBV_DEVICE_SRQ_RESIZE;
   a->max_sge = limits::kMaxSge;
   a->max_sge_rd = limits::kMaxSge;
   a->max_cq = limits::kMaxCq;
@@ -168,8 +169,12 @@ void Device::QueryDevice(ibv_device_attr* a) const {
   a->max_qp_rd_atom = limits::kMaxQpRdAtom;
   a->max_res_rd_atom = limits::kMaxQpRdAtom * 1024;
   a->max_qp_init_rd_atom = limits::kMaxQpInitRdAtom;
+  a->max_srq = limits::kMaxSrq;
+  a->max_srq_wr = limits::kMaxSrqWr;
+  a->max_srq_sge = limits::kMaxSrqSge;
+  a->max_ah = limits::kMaxAh;
   // Not implemented yet, so reported as absent: atomics, memory windows,
-  // address handles (UD), SRQ, multicast. See docs/abi.md.
+  // multicast. See docs/abi.md.
   a->atomic_cap = IBV_ATOMIC_NONE;
   a->max_pkeys = limits::kPkeyTableLen;
   a->local_ca_ack_delay = 15;

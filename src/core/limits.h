@@ -30,6 +30,7 @@ inline constexpr int kMaxQpInitRdAtom = 128;
 inline constexpr int kMaxSrq = 65536;
 inline constexpr int kMaxSrqWr = 16384;
 inline constexpr int kMaxSrqSge = 32;
+inline constexpr int kMaxAh = 65536;  // per process; an AH is a small heap object
 inline constexpr ibv_mtu kMaxMtu = IBV_MTU_4096;
 inline constexpr ibv_mtu kActiveMtu = IBV_MTU_4096;
 inline constexpr uint64_t kPageSizeCap = 0xfffff000ull;  // 4 KiB and up

@@ -13,6 +13,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "core/ah.h"
 #include "core/cq.h"
 #include "core/objects.h"
 #include "host/registry.h"
@@ -21,6 +22,7 @@
 namespace softrdma {
 
 struct PeerLink;
+class Srq;
 
 struct SendWqe {
   uint64_t wr_id;
@@ -33,6 +35,7 @@ struct SendWqe {
   bool signaled;
   bool solicited;
   bool is_inline;  // payload copied into the QP's inline buffer at post time
+  UdAddress ud;    // UD only: the destination, copied from the WR and its AH
 };
 
 struct RecvWqe {
@@ -103,6 +106,17 @@ class Qp {
   uint32_t frag_received = 0;
   bool ack_pending = false;  // a (cumulative) ACK for epsn-1 must be sent
   bool in_service_list = false;
+
+  // --- shared receive queue (core/srq.h); null if the QP has its own RQ.
+  // A WQE taken from the SRQ belongs to this QP until its message completes.
+  Srq* srq = nullptr;
+  RecvWqe srq_wqe{};
+  std::vector<ibv_sge> srq_sges;
+  bool srq_wqe_held = false;
+  bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED raised
+  // --- UD: the last destination's process (transport/datagram.cpp)
+  std::shared_ptr<PeerLink> ud_peer;
+  uint32_t ud_peer_qpn = 0;
 
   uint8_t* inline_slot(uint32_t index) {
     return inline_buf.data() + static_cast<size_t>(index % sq.capacity()) * cap.max_inline_data;

@@ -65,4 +65,20 @@ ibv_qp_ex* QpToQpEx(ibv_qp* qp);
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
+// --- SRQ (verbs_srq.cpp)
+ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* init);
+ibv_srq* CreateSrqEx(ibv_context* context, ibv_srq_init_attr_ex* init);
+int ModifySrq(ibv_srq* srq, ibv_srq_attr* attr, int mask);
+int QuerySrq(ibv_srq* srq, ibv_srq_attr* attr);
+int DestroySrq(ibv_srq* srq);
+int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int GetSrqNum(ibv_srq* srq, uint32_t* srq_num);
+
+// --- AH (verbs_ah.cpp)
+ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr);
+int DestroyAh(ibv_ah* ah);
+int InitAhFromWc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                 ibv_ah_attr* ah_attr);  // 0 or -1 + errno
+ibv_ah* CreateAhFromWc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num);
+
 }  // namespace softrdma::verbs

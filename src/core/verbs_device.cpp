@@ -125,6 +125,9 @@ ibv_context* OpenDevice(ibv_device* device) {
   c.ops.req_notify_cq = ReqNotifyCq;
   c.ops.post_send = PostSend;
   c.ops.post_recv = PostRecv;
+  c.ops.post_srq_recv = PostSrqRecv;
+  v.create_srq_ex = CreateSrqEx;
+  v.get_srq_num = GetSrqNum;
   v.query_port = QueryPort;
   v.query_device_ex = QueryDeviceEx;
   return &c;

@@ -9,6 +9,7 @@
 #include "core/limits.h"
 #include "core/qp.h"
 #include "core/qp_state_machine.h"
+#include "core/srq.h"
 #include "core/verbs.h"
 #include "transport/engine.h"
 #include "transport/transport.h"
@@ -22,13 +23,15 @@ std::atomic<uint32_t> g_next_qp_handle{1};
 
 int ValidateInitAttr(ibv_pd* pd, const ibv_qp_init_attr* a) {
   if (!pd || !a || !a->send_cq || !a->recv_cq) return EINVAL;
-  if (a->srq) return EINVAL;                        // no SRQ can exist yet
-  if (a->qp_type != IBV_QPT_RC) return EOPNOTSUPP;  // UC, UD, XRC: not implemented yet
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD)
+    return EOPNOTSUPP;  // XRC, raw packet: not implemented yet
+  if (a->srq && a->srq->pd->context != pd->context) return EINVAL;
   const ibv_qp_cap& c = a->cap;
+  // With an SRQ the receive capabilities are the SRQ's, and ignored here.
   if (c.max_send_wr > static_cast<uint32_t>(limits::kMaxQpWr) ||
-      c.max_recv_wr > static_cast<uint32_t>(limits::kMaxQpWr) ||
+      (!a->srq && c.max_recv_wr > static_cast<uint32_t>(limits::kMaxQpWr)) ||
       c.max_send_sge > static_cast<uint32_t>(limits::kMaxSge) ||
-      c.max_recv_sge > static_cast<uint32_t>(limits::kMaxSge) ||
+      (!a->srq && c.max_recv_sge > static_cast<uint32_t>(limits::kMaxSge)) ||
       c.max_inline_data > static_cast<uint32_t>(limits::kMaxInlineData))
     return EINVAL;
   return 0;
@@ -81,9 +84,15 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp->recv_cq = Cq::From(attr->recv_cq);
   qp->type = attr->qp_type;
   qp->cap = attr->cap;
+  if (attr->srq) {
+    qp->srq = Srq::From(attr->srq);
+    qp->srq_sges.resize(qp->srq->max_sge());
+    qp->cap.max_recv_wr = 0;
+    qp->cap.max_recv_sge = 0;
+  }
   qp->sq_sig_all = attr->sq_sig_all != 0;
   qp->sq.Init(attr->cap.max_send_wr, attr->cap.max_send_sge);
-  qp->rq.Init(attr->cap.max_recv_wr, attr->cap.max_recv_sge);
+  qp->rq.Init(qp->cap.max_recv_wr, qp->cap.max_recv_sge);
   qp->inline_buf.resize(static_cast<size_t>(attr->cap.max_send_wr) * attr->cap.max_inline_data);
 
   uint32_t qpn = 0;
@@ -99,7 +108,7 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   q.pd = pd;
   q.send_cq = attr->send_cq;
   q.recv_cq = attr->recv_cq;
-  q.srq = nullptr;
+  q.srq = attr->srq;
   q.handle = g_next_qp_handle.fetch_add(1);
   q.qp_num = qpn;
   q.state = IBV_QPS_RESET;
@@ -109,6 +118,7 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp->pd->users.fetch_add(1);
   qp->send_cq->users.fetch_add(1);
   qp->recv_cq->users.fetch_add(1);
+  if (qp->srq) qp->srq->users.fetch_add(1);
   return &q;
 }
 
@@ -188,6 +198,7 @@ int DestroyQp(ibv_qp* ibqp) {
   qp->pd->users.fetch_sub(1);
   qp->send_cq->users.fetch_sub(1);
   qp->recv_cq->users.fetch_sub(1);
+  if (qp->srq) qp->srq->users.fetch_sub(1);
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
   delete qp;

@@ -234,12 +234,17 @@ void Registry::FreeQpn(ProcRef owner, uint32_t qpn) {
   layout_->qpn_owner[qpn].compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
 }
 
-bool Registry::LookupQpn(uint32_t qpn, ProcRef* owner) const {
+bool Registry::QpnOwner(uint32_t qpn, ProcRef* owner) const {
   if (qpn >= kQpnTableSize) return false;
   uint64_t w = layout_->qpn_owner[qpn].load(std::memory_order_acquire);
   if (w == 0) return false;
-  ProcRef r{static_cast<uint32_t>(w & 0xffffffffu) - 1, static_cast<uint32_t>(w >> 32)};
-  if (LivePid(r) == 0) return false;
+  *owner = ProcRef{static_cast<uint32_t>(w & 0xffffffffu) - 1, static_cast<uint32_t>(w >> 32)};
+  return true;
+}
+
+bool Registry::LookupQpn(uint32_t qpn, ProcRef* owner) const {
+  ProcRef r;
+  if (!QpnOwner(qpn, &r) || LivePid(r) == 0) return false;
   *owner = r;
   return true;
 }

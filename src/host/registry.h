@@ -57,6 +57,10 @@ class Registry {
   void FreeQpn(ProcRef owner, uint32_t qpn);
   // Owner of a QPN; false if unallocated or its owner is dead.
   bool LookupQpn(uint32_t qpn, ProcRef* owner) const;
+  // The recorded owner of `qpn` without the liveness check (no system
+  // call): enough to tell whether a cached resolution still holds, since a
+  // reassigned QPN or a reclaimed slot changes the recorded owner.
+  bool QpnOwner(uint32_t qpn, ProcRef* owner) const;
 
   // Name of the shm object holding a process's ring and MR table.
   static std::string ProcSegmentName(ProcRef ref);

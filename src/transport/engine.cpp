@@ -281,6 +281,8 @@ void Engine::Dispatch(const shm::RecordView& view) {
     }
   } else if (hdr.type == wire::RecordType::kAck) {
     transport::OnAck(*this, *qp, hdr);
+  } else if (hdr.type == wire::RecordType::kDatagram) {
+    transport::OnDatagram(*this, *qp, hdr, view);
   }
 }
 

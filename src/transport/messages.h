@@ -10,8 +10,9 @@
 namespace softrdma::wire {
 
 enum class RecordType : uint8_t {
-  kSend = 1,  // SEND / SEND_WITH_IMM request
-  kAck = 2,   // ACK or NAK from a responder to a requester
+  kSend = 1,      // SEND / SEND_WITH_IMM request
+  kAck = 2,       // ACK or NAK from a responder to a requester
+  kDatagram = 3,  // UD SEND / SEND_WITH_IMM (transport/datagram.cpp): never answered
 };
 
 // How a request's payload travels.

@@ -1,6 +1,7 @@
 // What happens to outstanding work when a QP enters ERR or RESET
 // (docs/qp-state-machine.md §5-6).
 #include "transport/engine.h"
+#include "transport/recv_source.h"
 #include "transport/transport.h"
 
 namespace softrdma::transport {
@@ -12,12 +13,9 @@ void EnterError(Engine& engine, Qp& qp) {
     qp.qpx.qp_base.state = IBV_QPS_ERR;
   }
   // Every remaining send WQE completes with a flush error, in order, signaled
-  // or not; then every receive WQE.
-  for (; qp.sq.tail != qp.sq.head; ++qp.sq.tail) {
-    const SendWqe& w = qp.sq.at(qp.sq.tail);
-    CompleteSend(qp, w, IBV_WC_WR_FLUSH_ERR);
-  }
-  qp.sq_tx = qp.sq.tail;
+  // or not; then every receive WQE (those of an SRQ are not the QP's).
+  FlushSendQueue(qp);
+  if (qp.srq) OnSrqQpError(qp);
   for (; qp.rq.tail != qp.rq.head; ++qp.rq.tail) {
     ibv_wc wc{};
     wc.wr_id = qp.rq.at(qp.rq.tail).wr_id;
@@ -32,7 +30,25 @@ void EnterError(Engine& engine, Qp& qp) {
   qp.frag_received = 0;
 }
 
+void FlushSendQueue(Qp& qp) {
+  for (; qp.sq.tail != qp.sq.head; ++qp.sq.tail)
+    CompleteSend(qp, qp.sq.at(qp.sq.tail), IBV_WC_WR_FLUSH_ERR);
+  qp.sq_tx = qp.sq.tail;
+  qp.tx_blocked = false;
+}
+
+void EnterSendQueueError(Qp& qp) {
+  // UC/UD only (an RC send error is fatal to the connection): the send
+  // queue stops and is flushed, the receive side keeps working, and
+  // SQE -> RTS resumes sending.
+  qp.state = IBV_QPS_SQE;
+  qp.qpx.qp_base.state = IBV_QPS_SQE;
+  FlushSendQueue(qp);
+}
+
 void ResetQueues(Qp& qp) {
+  qp.srq_wqe_held = false;  // discarded without completion, as the QP's own WQEs
+  qp.last_wqe_reached = false;
   qp.sq.tail = qp.sq.head;
   qp.sq_tx = qp.sq.head;
   qp.rq.tail = qp.rq.head;

@@ -7,6 +7,7 @@
 #include "core/device.h"
 #include "core/limits.h"
 #include "core/qp_state_machine.h"
+#include "core/wr_opcodes.h"
 #include "transport/engine.h"
 #include "transport/transport.h"
 #include "util/clock.h"
@@ -21,25 +22,17 @@ namespace {
 // refused; small enough that several fit in a ring at once.
 constexpr uint32_t kFragmentBytes = 8192;
 
-bool IsSupportedOpcode(ibv_qp_type type, ibv_wr_opcode op) {
-  // SEND and SEND_WITH_IMM are implemented; the one-sided opcodes come with
-  // the data-path work (docs/abi.md lists them as not implemented yet).
-  (void)type;
-  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
-}
-
 int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
-  if (!IsSupportedOpcode(qp.type, wr.opcode)) {
-    // Known RC opcodes that are not implemented yet fail loudly rather than
-    // pretending; anything else is simply invalid.
-    return wr.opcode <= IBV_WR_DRIVER1 ? EOPNOTSUPP : EINVAL;
-  }
+  if (int rc = CheckSendOpcode(qp.type, wr.opcode)) return rc;  // core/wr_opcodes.h
   if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > qp.cap.max_send_sge) return EINVAL;
   if (wr.num_sge > 0 && !wr.sg_list) return EINVAL;
   uint64_t sum = 0;
   for (int i = 0; i < wr.num_sge; ++i) sum += wr.sg_list[i].length;
   if (sum > limits::kMaxMsgSize) return EINVAL;
   if ((wr.send_flags & IBV_SEND_INLINE) && sum > qp.cap.max_inline_data) return EINVAL;
+  // A UD message is one packet: refused here rather than dropped on the way
+  // (rxe drops it and reports success), so the error shows where it is made.
+  if (qp.type == IBV_QPT_UD && (!wr.wr.ud.ah || sum > (128u << limits::kActiveMtu))) return EINVAL;
   *total = sum;
   return 0;
 }
@@ -71,6 +64,19 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     w.solicited = wr->send_flags & IBV_SEND_SOLICITED;
     w.is_inline = wr->send_flags & IBV_SEND_INLINE;
     w.tx_offset = 0;
+    if (qp.type == IBV_QPT_UD) {
+      // The AH is copied, so it may be destroyed once the send completed.
+      const ibv_ah_attr& ah = Ah::From(wr->wr.ud.ah)->attr;
+      w.ud.dgid = ah.grh.dgid;
+      w.ud.flow_label = ah.grh.flow_label;
+      w.ud.sgid_index = ah.grh.sgid_index;
+      w.ud.hop_limit = ah.grh.hop_limit;
+      w.ud.traffic_class = ah.grh.traffic_class;
+      w.ud.remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+      // Bit 31 set = "use the QP's own Q_Key" (IBA 10.2.5; mlx4, hns do it).
+      w.ud.remote_qkey =
+          (wr->wr.ud.remote_qkey & 0x80000000u) ? qp.attr.qkey : wr->wr.ud.remote_qkey;
+    }
     w.psn = qp.next_psn;
     qp.next_psn = PsnAdd(qp.next_psn, 1);
     if (w.is_inline) {
@@ -91,7 +97,10 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   }
   if (queued) {
     if (SendsFlushImmediately(qp.state)) {
-      EnterError(engine, qp);  // flushes what was just queued
+      if (qp.state == IBV_QPS_SQE)
+        FlushSendQueue(qp);  // the receive side keeps working
+      else
+        EnterError(engine, qp);  // flushes what was just queued
     } else {
       Transmit(engine, qp);
       engine.WatchTimers();
@@ -103,6 +112,8 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 namespace {
 
 enum class TxResult { kSent, kBlocked, kFailed };
+
+}  // namespace
 
 // Resolves a WQE's local SGEs to addresses in this process, checking each
 // lkey, bound and the QP's PD. Returns the number of iovecs or -1.
@@ -119,6 +130,8 @@ int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec
   }
   return n;
 }
+
+namespace {
 
 wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w) {
   wire::RecordHeader h{};
@@ -156,7 +169,10 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
     return engine.SendGather(peer, h, parts, nlocal + 1) ? TxResult::kSent : TxResult::kBlocked;
   }
 
-  if (GetConfig().cma_allowed && !peer.pull_refused.load(std::memory_order_relaxed)) {
+  // UC completes a send once it is on the wire, so the responder must not
+  // read the buffer later: UC moves bulk data by fragments.
+  if (qp.type == IBV_QPT_RC && GetConfig().cma_allowed &&
+      !peer.pull_refused.load(std::memory_order_relaxed)) {
     // One copy: the responder reads straight from our buffers.
     wire::RemoteIov iov[limits::kMaxSge];
     for (int i = 0; i < nlocal; ++i)
@@ -208,7 +224,14 @@ bool EnsurePeer(Engine& engine, Qp& qp) {
 void Transmit(Engine& engine, Qp& qp) {
   // SQD: WQEs not yet started stay queued until the QP returns to RTS.
   if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
-  if (!qp.peer && !EnsurePeer(engine, qp)) {
+  if (qp.type == IBV_QPT_UD) return TransmitDatagrams(engine, qp);
+  if (!qp.peer && !EnsurePeer(engine, qp) && qp.type == IBV_QPT_UC) {
+    // Unreliable: what nobody receives is lost, and the sender never knows.
+    qp.sq_tx = qp.sq.head;
+    CompleteUnacknowledged(qp);
+    return;
+  }
+  if (!qp.peer) {
     // Nobody owns the destination QPN (or it is on another host, and the
     // RoCE wire is not there yet): what a NIC reports after its retries.
     if (qp.sq_tx != qp.sq.head) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
@@ -236,6 +259,7 @@ void Transmit(Engine& engine, Qp& qp) {
       return;
     }
     ++qp.sq_tx;
+    if (qp.type == IBV_QPT_UC) CompleteUnacknowledged(qp);
   }
   qp.tx_blocked = false;
 }

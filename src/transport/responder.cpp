@@ -9,6 +9,7 @@
 #include "core/limits.h"
 #include "core/qp_state_machine.h"
 #include "transport/engine.h"
+#include "transport/recv_source.h"
 #include "transport/transport.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -16,7 +17,7 @@
 namespace softrdma::transport {
 
 int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  int rc = CheckPostRecvState(qp.state, /*has_srq=*/false);
+  int rc = CheckPostRecvState(qp.state, qp.srq != nullptr);
   if (rc) {
     *bad_wr = wr;
     return rc;
@@ -60,32 +61,6 @@ void CompleteRecv(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire::Re
     wc.imm_data = req.imm;
   }
   qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) || status != IBV_WC_SUCCESS);
-}
-
-// The receive WQE's buffers as iovecs in our address space, truncated to
-// `len` bytes. Returns the count, or -1 on a bad lkey/bound/access.
-int ResolveRecv(Engine& engine, Qp& qp, uint32_t index, uint64_t len, iovec* out) {
-  const RecvWqe& w = qp.rq.at(index);
-  const ibv_sge* sge = qp.rq.sge_of(index);
-  int n = 0;
-  for (uint32_t i = 0; i < w.num_sge && len; ++i) {
-    if (sge[i].length == 0) continue;
-    uint64_t host = 0;
-    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
-                                 qp.pd->id, IBV_ACCESS_LOCAL_WRITE, &host) != 0)
-      return -1;
-    uint64_t take = std::min<uint64_t>(sge[i].length, len);
-    out[n++] = iovec{reinterpret_cast<void*>(host), take};
-    len -= take;
-  }
-  return n;
-}
-
-uint64_t RecvCapacity(Qp& qp, uint32_t index) {
-  const ibv_sge* sge = qp.rq.sge_of(index);
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < qp.rq.at(index).num_sge; ++i) sum += sge[i].length;
-  return sum;
 }
 
 // Copies `len` bytes at `src_off` of the ring record into the iovecs at
@@ -167,14 +142,30 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
     return false;
   if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num ||
       req.src_slot != qp.peer->ref.slot || req.src_gen != qp.peer->ref.gen)
-    return false;  // an RC QP only talks to its connected peer
-  if (req.psn != qp.epsn) {
+    return false;  // an RC or UC QP only talks to its connected peer
+  const bool fragment = req.mode == wire::PayloadMode::kFragment;
+  // UC (rc-transport.md §8): no ACKs, NAKs or RNR; what cannot be placed is
+  // dropped. A message start is accepted whatever its PSN and resynchronises
+  // the expected PSN; a continuation fragment of another PSN is dropped
+  // along with the rest of its message.
+  const bool uc = qp.type == IBV_QPT_UC;
+  auto nak = [&](wire::Syndrome why, uint32_t rnr_timer = 0) {
+    if (!uc) SendNak(engine, *qp.peer, req, why, rnr_timer);
+  };
+  if (uc) {
+    if (req.mode == wire::PayloadMode::kPull) return false;  // a UC requester never pulls
+    if (!fragment || req.frag_offset == 0) {
+      qp.epsn = req.psn;
+    } else if (req.psn != qp.epsn) {
+      qp.frag_active = false;
+      return false;
+    }
+  } else if (req.psn != qp.epsn) {
     // Duplicate (already executed): acknowledge again so that a requester
     // that retransmitted learns it is done. A PSN from the future follows a
     // message we NAKed; the requester rewinds on that NAK, so drop it.
     return PsnBefore(req.psn, qp.epsn);
   }
-  const bool fragment = req.mode == wire::PayloadMode::kFragment;
   if (fragment && req.frag_offset == 0) {
     // A (re)transmission starts the message over.
     qp.frag_received = 0;
@@ -183,26 +174,35 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   if (fragment && req.frag_offset != qp.frag_received) return false;  // tail of a NAKed message
   if (fragment && req.frag_offset > 0 && !qp.frag_active) return false;
 
-  if (qp.rq.size() == 0) {
-    SendNak(engine, *qp.peer, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
+  RecvSlot slot;
+  if (!AcquireRecv(qp, &slot)) {
+    nak(wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
     return false;
   }
-  const uint32_t index = qp.rq.tail;
-  if (req.total_len > RecvCapacity(qp, index)) {
+  if (req.total_len > RecvCapacity(slot)) {
+    if (uc) {
+      // Dropped; a WQE already taken from an SRQ completes in error.
+      if (qp.srq) {
+        CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
+        ConsumeRecv(qp);
+      }
+      qp.frag_active = false;
+      return false;
+    }
     // Message longer than the receive buffer: the responder's WQE completes
     // with a local length error and the requester gets "invalid request".
-    CompleteRecv(qp, qp.rq.at(index), IBV_WC_LOC_LEN_ERR, req);
-    ++qp.rq.tail;
-    SendNak(engine, *qp.peer, req, wire::Syndrome::kNakInvalidRequest);
+    CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
+    ConsumeRecv(qp);
+    nak(wire::Syndrome::kNakInvalidRequest);
     EnterError(engine, qp);
     return false;
   }
   iovec local[limits::kMaxSge];
-  int nlocal = ResolveRecv(engine, qp, index, req.total_len, local);
+  int nlocal = ResolveRecv(engine, slot, req.total_len, local);
   if (nlocal < 0) {
-    CompleteRecv(qp, qp.rq.at(index), IBV_WC_LOC_PROT_ERR, req);
-    ++qp.rq.tail;
-    SendNak(engine, *qp.peer, req, wire::Syndrome::kNakRemoteOp);
+    CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req);
+    ConsumeRecv(qp);
+    nak(wire::Syndrome::kNakRemoteOp);
     EnterError(engine, qp);
     return false;
   }
@@ -226,8 +226,8 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
       }
       if (r == PullResult::kFault) {
         SendNak(engine, *qp.peer, req, wire::Syndrome::kNakRemoteOp);
-        CompleteRecv(qp, qp.rq.at(index), IBV_WC_LOC_QP_OP_ERR, req);
-        ++qp.rq.tail;
+        CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_QP_OP_ERR, req);
+        ConsumeRecv(qp);
         EnterError(engine, qp);
         return false;
       }
@@ -243,10 +243,10 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
       qp.frag_received = 0;
       break;
   }
-  CompleteRecv(qp, qp.rq.at(index), IBV_WC_SUCCESS, req);
-  ++qp.rq.tail;
+  CompleteRecv(qp, *slot.wqe, IBV_WC_SUCCESS, req);
+  ConsumeRecv(qp);
   qp.epsn = PsnAdd(qp.epsn, 1);
-  return true;
+  return !uc;  // UC is never acknowledged
 }
 
 }  // namespace softrdma::transport

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include <sys/uio.h>
+
 #include <infiniband/verbs.h>
 
 #include "core/qp.h"
@@ -30,6 +32,16 @@ bool EnsurePeer(Engine& engine, Qp& qp);
 // true if progress was made; *deadline = when it wants to run again (0 = never).
 bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
 
+// Resolves a send WQE's SGEs to iovecs of this process (lkey, bounds, PD).
+// Returns the count or -1.
+int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out);
+
+// --- datagram (datagram.cpp): UD sends and receives
+void TransmitDatagrams(Engine& engine, Qp& qp);
+// UC/UD: completes every WQE handed to the wire (no acknowledgement comes).
+void CompleteUnacknowledged(Qp& qp);
+void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& hdr, const shm::RecordView& view);
+
 // --- completer (completer.cpp)
 void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack);
 // Retransmit timer. Returns true while the QP has sends outstanding.
@@ -50,6 +62,10 @@ void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire
 // --- state changes (qp_errors.cpp)
 // Moves the QP to ERR and flushes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
 void EnterError(Engine& engine, Qp& qp);
+// Completes every send WQE not yet completed with IBV_WC_WR_FLUSH_ERR.
+void FlushSendQueue(Qp& qp);
+// UC/UD send error: the QP goes to SQE and its send queue is flushed.
+void EnterSendQueueError(Qp& qp);
 // Discards every WQE without completions (transition to RESET).
 void ResetQueues(Qp& qp);
 

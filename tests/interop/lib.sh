@@ -20,6 +20,10 @@ SR_TIMEOUT=${SR_TIMEOUT:-60}
 SR_DEVICE=softrdma0
 SR_LOOPBACK_GID=::ffff:127.0.0.1
 SR_SKIP=77
+# The pingpong program sr_start_server / sr_pingpong run (ibv_uc_pingpong,
+# ibv_ud_pingpong and ibv_srq_pingpong take the same options and print the
+# same lines as ibv_rc_pingpong).
+SR_PINGPONG=${SR_PINGPONG:-ibv_rc_pingpong}
 
 SR_PIDS=()     # process groups we started (timeout's PID == its process group)
 SR_TMP=""
@@ -237,15 +241,15 @@ sr_start_server() {
   local out=$1 attempt deadline
   shift
   SR_SERVER_OUT=$out
-  sr_need_tool ibv_rc_pingpong ibverbs-utils
+  sr_need_tool "$SR_PINGPONG" ibverbs-utils
   for attempt in 1 2 3; do
     sr_free_port
-    sr_start "$out" ibv_rc_pingpong -d "$SR_DEVICE" -p "$SR_PORT" "$@"
+    sr_start "$out" "$SR_PINGPONG" -d "$SR_DEVICE" -p "$SR_PORT" "$@"
     SR_SERVER_PID=$SR_LAST_PID
     deadline=$((SECONDS + 20))
     while ((SECONDS < deadline)); do
       if sr_port_in_use "$SR_PORT" listen; then
-        sr_log "server listening on port $SR_PORT: ibv_rc_pingpong -d $SR_DEVICE -p $SR_PORT $*"
+        sr_log "server listening on port $SR_PORT: $SR_PINGPONG -d $SR_DEVICE -p $SR_PORT $*"
         return 0
       fi
       sr_alive "$SR_SERVER_PID" || break
@@ -281,7 +285,7 @@ sr_pingpong() {
 # server that sr_start_server started (output in SR_SERVER_OUT).
 sr_pingpong_client() {
   SR_CLIENT_OUT="$SR_TMP/client.out"
-  sr_start "$SR_CLIENT_OUT" ibv_rc_pingpong -d "$SR_DEVICE" -p "$SR_PORT" "$@" 127.0.0.1
+  sr_start "$SR_CLIENT_OUT" "$SR_PINGPONG" -d "$SR_DEVICE" -p "$SR_PORT" "$@" 127.0.0.1
   sr_wait "$SR_LAST_PID"
   SR_CLIENT_RC=$SR_RC
   if ((SR_CLIENT_RC != 0)); then

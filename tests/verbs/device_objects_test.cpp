@@ -52,7 +52,10 @@ TEST_F(DeviceTest, QueryDeviceReportsRealLimits) {
   EXPECT_GT(a.max_cqe, 0);
   EXPECT_GT(a.max_mr_size, 4096u);
   EXPECT_EQ(a.atomic_cap, IBV_ATOMIC_NONE) << "atomics are not implemented yet";
-  EXPECT_EQ(a.max_srq, 0) << "SRQ is not implemented yet";
+  EXPECT_GT(a.max_srq, 0);
+  EXPECT_GT(a.max_srq_wr, 0);
+  EXPECT_GT(a.max_srq_sge, 0);
+  EXPECT_GT(a.max_ah, 0);
   ibv_device_attr_ex ax{};
   ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &ax), 0);  // through verbs_context
   EXPECT_EQ(ax.orig_attr.max_qp, a.max_qp);
@@ -190,11 +193,11 @@ TEST_F(DeviceTest, QueuePairArguments) {
   ibv_qp_init_attr ia{};
   ia.send_cq = cq;
   ia.recv_cq = cq;
-  ia.qp_type = IBV_QPT_UD;
+  ia.qp_type = IBV_QPT_RAW_PACKET;
   ia.cap.max_send_wr = ia.cap.max_recv_wr = 1;
   errno = 0;
   EXPECT_EQ(ibv_create_qp(pd, &ia), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP) << "UD is not implemented yet";
+  EXPECT_EQ(errno, EOPNOTSUPP) << "raw packet QPs are not implemented";
   ia.qp_type = IBV_QPT_RC;
   ia.send_cq = nullptr;
   errno = 0;

@@ -5,7 +5,6 @@
 // callers take their "not supported" path:
 //   - pointer results: NULL, errno = EOPNOTSUPP;
 //   - verbs documented to return an errno value: EOPNOTSUPP (errno set too);
-//   - verbs documented to return -1: -1, errno = EOPNOTSUPP;
 //   - ibv_query_qp_data_in_order: 0 ("not guaranteed in order", a valid answer);
 //   - void verbs: nothing (there is never anything to release).
 // docs/abi.md lists the status of each one. Prototypes are verbs.h's.
@@ -30,56 +29,11 @@ int fail_errno() noexcept {
   return EOPNOTSUPP;
 }
 
-int fail_minus_one() noexcept {
-  errno = EOPNOTSUPP;
-  return -1;
-}
-
 }  // namespace
 
 extern "C" {
 
-// Shared receive queues.
-
-SOFTRDMA_EXPORT struct ibv_srq* ibv_create_srq(struct ibv_pd* /*pd*/,
-                                               struct ibv_srq_init_attr* /*srq_init_attr*/) {
-  return fail_null<ibv_srq>();
-}
-
-SOFTRDMA_EXPORT int ibv_modify_srq(struct ibv_srq* /*srq*/, struct ibv_srq_attr* /*srq_attr*/,
-                                   int /*srq_attr_mask*/) {
-  return fail_errno();
-}
-
-SOFTRDMA_EXPORT int ibv_query_srq(struct ibv_srq* /*srq*/, struct ibv_srq_attr* /*srq_attr*/) {
-  return fail_errno();
-}
-
-SOFTRDMA_EXPORT int ibv_destroy_srq(struct ibv_srq* /*srq*/) {
-  return fail_errno();
-}
-
-// Address handles.
-
-SOFTRDMA_EXPORT struct ibv_ah* ibv_create_ah(struct ibv_pd* /*pd*/, struct ibv_ah_attr* /*attr*/) {
-  return fail_null<ibv_ah>();
-}
-
-SOFTRDMA_EXPORT int ibv_destroy_ah(struct ibv_ah* /*ah*/) {
-  return fail_errno();
-}
-
-SOFTRDMA_EXPORT int ibv_init_ah_from_wc(struct ibv_context* /*context*/, uint8_t /*port_num*/,
-                                        struct ibv_wc* /*wc*/, struct ibv_grh* /*grh*/,
-                                        struct ibv_ah_attr* /*ah_attr*/) {
-  return fail_minus_one();
-}
-
-SOFTRDMA_EXPORT struct ibv_ah* ibv_create_ah_from_wc(struct ibv_pd* /*pd*/, struct ibv_wc* /*wc*/,
-                                                     struct ibv_grh* /*grh*/,
-                                                     uint8_t /*port_num*/) {
-  return fail_null<ibv_ah>();
-}
+// Address resolution to Ethernet L2 (a provider helper).
 
 SOFTRDMA_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context* /*context*/,
                                                 struct ibv_ah_attr* /*attr*/,

@@ -1,0 +1,234 @@
+// Unreliable Datagram on the shm wire (rc-transport.md §9): each UD send is
+// one record to the process owning the destination QPN, carrying the Q_Key
+// and the addresses the receiver turns into the 40-byte GRH area. Nothing is
+// ever answered: a send completes as soon as it is in the peer's ring, and
+// the receiver drops what it cannot place (wrong Q_Key, no receive WQE,
+// buffer too small), as a NIC drops packets.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/device.h"
+#include "core/limits.h"
+#include "transport/engine.h"
+#include "transport/recv_source.h"
+#include "transport/transport.h"
+
+namespace softrdma::transport {
+
+namespace {
+
+// Follows the RecordHeader of a kDatagram record; the payload follows it.
+struct DatagramHeader {
+  uint32_t qkey;
+  uint32_t flow_label;
+  uint8_t sgid[16];
+  uint8_t dgid[16];
+  uint8_t traffic_class;
+  uint8_t hop_limit;
+  uint16_t reserved0;
+  uint32_t reserved1;
+};
+static_assert(sizeof(DatagramHeader) == 48);
+
+constexpr uint32_t kGrhBytes = 40;
+
+bool IsV4Mapped(const uint8_t* gid) {
+  static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return memcmp(gid, prefix, sizeof prefix) == 0;
+}
+
+uint16_t Ipv4Checksum(const uint8_t* h) {
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += static_cast<uint32_t>(h[i] << 8 | h[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// The GRH area as a RoCEv2 NIC fills it (roce-wire.md §4 "GRH layout"): for
+// IPv4-mapped GIDs 20 zero bytes and the IPv4 header (valid checksum, so
+// that ibv_init_ah_from_wc classifies it as IPv4), else the IPv6 header.
+// Lengths are those of the equivalent packet: UDP + BTH + DETH (+ ImmDt) +
+// payload padded to 4 + ICRC.
+void BuildGrh(const DatagramHeader& d, bool has_imm, uint32_t len, uint8_t* grh) {
+  memset(grh, 0, kGrhBytes);
+  const uint32_t udp_len = 8 + 12 + 8 + (has_imm ? 4 : 0) + ((len + 3) & ~3u) + 4;
+  if (IsV4Mapped(d.sgid) && IsV4Mapped(d.dgid)) {
+    uint8_t* ip = grh + 20;
+    const uint32_t total = 20 + udp_len;
+    ip[0] = 0x45;
+    ip[1] = d.traffic_class;
+    ip[2] = static_cast<uint8_t>(total >> 8);
+    ip[3] = static_cast<uint8_t>(total);
+    ip[6] = 0x40;  // don't fragment
+    ip[8] = d.hop_limit;
+    ip[9] = 17;  // UDP
+    memcpy(ip + 12, d.sgid + 12, 4);
+    memcpy(ip + 16, d.dgid + 12, 4);
+    uint16_t sum = Ipv4Checksum(ip);
+    ip[10] = static_cast<uint8_t>(sum >> 8);
+    ip[11] = static_cast<uint8_t>(sum);
+    return;
+  }
+  grh[0] = static_cast<uint8_t>(0x60 | d.traffic_class >> 4);
+  grh[1] = static_cast<uint8_t>((d.traffic_class & 0xf) << 4 | ((d.flow_label >> 16) & 0xf));
+  grh[2] = static_cast<uint8_t>(d.flow_label >> 8);
+  grh[3] = static_cast<uint8_t>(d.flow_label);
+  grh[4] = static_cast<uint8_t>(udp_len >> 8);
+  grh[5] = static_cast<uint8_t>(udp_len);
+  grh[6] = 17;
+  grh[7] = d.hop_limit;
+  memcpy(grh + 8, d.sgid, 16);
+  memcpy(grh + 24, d.dgid, 16);
+}
+
+void CompleteDatagram(Qp& qp, const RecvWqe& w, ibv_wc_status status,
+                      const wire::RecordHeader& req) {
+  ibv_wc wc{};
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = IBV_WC_RECV;
+  wc.byte_len = req.total_len + kGrhBytes;
+  wc.qp_num = qp.qpx.qp_base.qp_num;
+  wc.src_qp = req.src_qpn;
+  wc.wc_flags = IBV_WC_GRH;
+  wc.pkey_index = 0;  // the one P_Key of the port
+  if (req.flags & wire::kFlagHasImm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = req.imm;
+  }
+  qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) || status != IBV_WC_SUCCESS);
+}
+
+// The process owning `qpn`, remembered per QP: a UD QP mostly talks to the
+// same few peers, and a full lookup checks the owner's liveness with system
+// calls. The cached link is reused while the registry still records the same
+// owner for the QPN (one atomic load); a dead owner whose entry is not yet
+// reclaimed only swallows datagrams, as a dead node does.
+PeerLink* DatagramPeer(Engine& engine, Qp& qp, uint32_t qpn) {
+  ProcRef owner;
+  if (!engine.registry().QpnOwner(qpn, &owner)) return nullptr;
+  if (qp.ud_peer && qp.ud_peer_qpn == qpn && qp.ud_peer->ref == owner) return qp.ud_peer.get();
+  qp.ud_peer = engine.ResolveQpn(qpn);
+  qp.ud_peer_qpn = qpn;
+  return qp.ud_peer.get();
+}
+
+}  // namespace
+
+void CompleteUnacknowledged(Qp& qp) {
+  for (; qp.sq.tail != qp.sq_tx; ++qp.sq.tail) {
+    const SendWqe& w = qp.sq.at(qp.sq.tail);
+    if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
+  }
+}
+
+void TransmitDatagrams(Engine& engine, Qp& qp) {
+  while (qp.sq_tx != qp.sq.head) {
+    const uint32_t index = qp.sq_tx;
+    const SendWqe& w = qp.sq.at(index);
+    // Only GIDs of this host are reachable (the shm wire); elsewhere, and to
+    // a QPN nobody owns, the datagram is lost, as on a network.
+    PeerLink* peer = nullptr;
+    if (Device::Get().IsLocalGid(w.ud.dgid)) peer = DatagramPeer(engine, qp, w.ud.remote_qpn);
+    if (peer) {
+      wire::RecordHeader h{};
+      h.type = wire::RecordType::kDatagram;
+      h.mode = wire::PayloadMode::kInline;
+      h.flags = static_cast<uint8_t>((w.solicited ? wire::kFlagSolicited : 0) |
+                                     (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0));
+      h.src_qpn = qp.qpx.qp_base.qp_num;
+      h.dst_qpn = w.ud.remote_qpn;
+      h.psn = w.psn;
+      h.src_slot = engine.me().slot;
+      h.src_gen = engine.me().gen;
+      h.imm = w.imm;
+      h.total_len = w.total_len;
+      h.payload_len = static_cast<uint32_t>(sizeof(DatagramHeader)) + w.total_len;
+      DatagramHeader d{};
+      d.qkey = w.ud.remote_qkey;
+      d.flow_label = w.ud.flow_label;
+      d.traffic_class = w.ud.traffic_class;
+      d.hop_limit = w.ud.hop_limit;
+      GidEntry src;
+      if (Device::Get().GidAt(w.ud.sgid_index, &src)) memcpy(d.sgid, src.gid.raw, 16);
+      memcpy(d.dgid, w.ud.dgid.raw, 16);
+
+      iovec parts[limits::kMaxSge + 2];
+      parts[0] = iovec{&h, sizeof h};
+      parts[1] = iovec{&d, sizeof d};
+      int n = 0;
+      if (w.is_inline) {
+        parts[2] = iovec{qp.inline_slot(index), w.total_len};
+        n = w.total_len ? 1 : 0;
+      } else {
+        n = ResolveLocal(engine, qp, index, w, parts + 2);
+        if (n < 0) {
+          FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);  // -> SQE
+          return;
+        }
+      }
+      // The whole datagram (at most one MTU) is copied into the ring, so
+      // the send buffer is free the moment it completes.
+      // A full ring holds the datagram back (back-pressure, as a NIC's
+      // flow control would), unless its owner is dead: then it is lost.
+      if (!engine.SendGather(*peer, h, parts, n + 2) && engine.registry().LivePid(peer->ref) != 0) {
+        qp.tx_blocked = true;
+        engine.NeedService(&qp);
+        return;
+      }
+    }
+    ++qp.sq_tx;
+    CompleteUnacknowledged(qp);
+  }
+  qp.tx_blocked = false;
+}
+
+void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                const shm::RecordView& view) {
+  if (qp.type != IBV_QPT_UD) return;
+  if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
+      qp.state != IBV_QPS_SQE)
+    return;
+  DatagramHeader d;
+  if (req.mode != wire::PayloadMode::kInline || req.payload_len < sizeof d ||
+      req.payload_len - sizeof d != req.total_len || req.total_len > (128u << limits::kActiveMtu) ||
+      view.size() < sizeof req + req.payload_len)
+    return;  // malformed
+  view.CopyOut(sizeof req, &d, sizeof d);
+  if (d.qkey != qp.attr.qkey) return;  // Q_Key violation: dropped
+  RecvSlot slot;
+  if (!AcquireRecv(qp, &slot)) return;  // no RNR for UD: dropped
+  const uint64_t need = kGrhBytes + req.total_len;
+  if (RecvCapacity(slot) < need) {
+    // Too small for GRH + payload: dropped, unless the WQE came from an SRQ
+    // (it was taken already, so it completes in error).
+    if (qp.srq) {
+      CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
+      ConsumeRecv(qp);
+    }
+    return;
+  }
+  iovec local[limits::kMaxSge];
+  const int nlocal = ResolveRecv(engine, slot, need, local);
+  if (nlocal < 0) {
+    CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req);
+    ConsumeRecv(qp);
+    EnterError(engine, qp);
+    return;
+  }
+  // GRH + payload is at most 40 bytes + one MTU: stage it and scatter.
+  uint8_t buf[kGrhBytes + (128u << limits::kActiveMtu)];
+  BuildGrh(d, req.flags & wire::kFlagHasImm, req.total_len, buf);
+  view.CopyOut(sizeof req + sizeof d, buf + kGrhBytes, req.total_len);
+  uint64_t off = 0;
+  for (int i = 0; i < nlocal; ++i) {
+    memcpy(local[i].iov_base, buf + off, local[i].iov_len);
+    off += local[i].iov_len;
+  }
+  CompleteDatagram(qp, *slot.wqe, IBV_WC_SUCCESS, req);
+  ConsumeRecv(qp);
+}
+
+}  // namespace softrdma::transport
