@@ -28,6 +28,8 @@ bool IsSupportedOpcode(ibv_qp_type type, ibv_wr_opcode op) {
   return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
 }
 
+}  // namespace
+
 int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   if (!IsSupportedOpcode(qp.type, wr.opcode)) {
     // Known RC opcodes that are not implemented yet fail loudly rather than
@@ -43,8 +45,6 @@ int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   *total = sum;
   return 0;
 }
-
-}  // namespace
 
 int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   int rc = CheckPostSendState(qp.state);
