@@ -43,11 +43,18 @@ int Advance(Cq* cq) {
 
 int StartPoll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
-  // As ibv_poll_cq: polling is what drives progress for a busy application.
-  if (Engine* engine = Engine::Get(nullptr)) engine->Progress();
   Cq* cq = From(cqx);
   cq->poll_session.lock();
   int rc = Advance(cq);
+  if (rc == ENOENT) {
+    // As ibv_poll_cq, polling drives progress for a busy application; but
+    // only when there is nothing to hand out. Draining the ring right after
+    // the application re-armed the CQ would queue completions that fire an
+    // event and are then consumed in this same session, leaving the event
+    // pointing at an empty CQ, which ibv_rc_pingpong -t -e treats as fatal.
+    if (Engine* engine = Engine::Get(nullptr)) engine->Progress();
+    rc = Advance(cq);
+  }
   // On ENOENT the caller must not call ibv_end_poll (ibv_create_cq_ex(3)).
   if (rc) cq->poll_session.unlock();
   return rc;

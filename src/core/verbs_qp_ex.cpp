@@ -187,6 +187,7 @@ void WrSetInlineDataList(ibv_qp_ex* qpx, size_t n, const ibv_data_buf* bufs) {
   }
   uint8_t* dst = b.inline_slot(b.cur_index);
   for (size_t i = 0; i < n; ++i) {
+    if (!bufs[i].length) continue;  // its addr may be NULL
     memcpy(dst, bufs[i].addr, bufs[i].length);
     dst += bufs[i].length;
   }
