@@ -234,6 +234,14 @@ TEST_F(QpEx, InvalidWrFailsWholeBatch) {
         ibv_wr_set_sge(q, m->lkey, reinterpret_cast<uintptr_t>(p), 16);
       },
       0);
+  // ATOMIC_WRITE has no ibv_send_wr encoding: refused at wr_complete.
+  ExpectBatchRejected(
+      *this,
+      [](ibv_qp_ex* q, ibv_mr*, uint8_t* p) {
+        uint64_t v = 1;
+        ibv_wr_atomic_write(q, 0, reinterpret_cast<uintptr_t>(p), &v);
+      },
+      EOPNOTSUPP);
   // Nothing of the rejected batches consumed the receive WQE or changed the
   // QP: a good batch goes through.
   std::vector<uint8_t> s = Pattern(32, 5);
