@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace softrdma {
@@ -35,7 +36,7 @@ void Cq::Push(const ibv_wc& wc, bool solicited) {
   if (count_ == entries_.size()) {
     // A real CQ overruns: the completion is lost and the CQ reports an
     // asynchronous error. Report it once.
-    if (!overrun_) {
+    if (!overrun_ && !ignore_overrun_) {
       overrun_ = true;
       SOFTRDMA_LOG(kWarn, "CQ %p overrun: completion for wr_id %llu lost", (void*)this,
                    (unsigned long long)wc.wr_id);
@@ -43,7 +44,16 @@ void Cq::Push(const ibv_wc& wc, bool solicited) {
     }
     return;
   }
-  entries_[(head_ + count_) % entries_.size()] = wc;
+  const size_t slot = (head_ + count_) % entries_.size();
+  entries_[slot] = wc;
+  // Taken under the lock, so the timestamps of one CQ never go backwards.
+  if (!ts_.empty()) ts_[slot] = NowNs();
+  if (!wall_.empty()) {
+    timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    wall_[slot] =
+        static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+  }
   ++count_;
   if (armed_ == Arm::kAny ||
       (armed_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS)))
@@ -76,6 +86,44 @@ int Cq::Arm(bool solicited_only) {
   // Arming is a request for the *next* completion; completions already in the
   // queue do not fire it (applications poll after arming to close the race).
   if (armed_ != Arm::kAny) armed_ = solicited_only ? Arm::kSolicited : Arm::kAny;
+  return 0;
+}
+
+void Cq::EnableTimestamps(bool monotonic, bool wallclock) {
+  std::lock_guard<SpinLock> lock(lock_);
+  if (monotonic) ts_.assign(entries_.size(), 0);
+  if (wallclock) wall_.assign(entries_.size(), 0);
+}
+
+bool Cq::PopOne(ibv_wc* wc, uint64_t* ts, uint64_t* wallclock_ns) {
+  std::lock_guard<SpinLock> lock(lock_);
+  if (count_ == 0) return false;
+  *wc = entries_[head_];
+  *ts = ts_.empty() ? 0 : ts_[head_];
+  *wallclock_ns = wall_.empty() ? 0 : wall_[head_];
+  head_ = (head_ + 1) % entries_.size();
+  --count_;
+  return true;
+}
+
+int Cq::Resize(int cqe) {
+  const size_t n = static_cast<size_t>(cqe);
+  std::vector<ibv_wc> entries(n);
+  std::vector<uint64_t> ts(ts_.empty() ? 0 : n), wall(wall_.empty() ? 0 : n);
+  std::lock_guard<SpinLock> lock(lock_);
+  if (n < count_) return EINVAL;
+  for (uint32_t i = 0; i < count_; ++i) {
+    const size_t from = (head_ + i) % entries_.size();
+    entries[i] = entries_[from];
+    if (!ts.empty()) ts[i] = ts_[from];
+    if (!wall.empty()) wall[i] = wall_[from];
+  }
+  entries_.swap(entries);
+  ts_.swap(ts);
+  wall_.swap(wall);
+  head_ = 0;
+  overrun_ = false;  // a bigger queue: report the next overrun again
+  verbs()->cqe = cqe;
   return 0;
 }
 

@@ -37,6 +37,24 @@ class Cq {
 
   std::atomic<int> users{0};  // QPs using it: destroy fails with EBUSY
 
+  // --- extended CQ (core/verbs_cq_ex.cpp)
+  // Record the time of each completion as it is queued: CLOCK_MONOTONIC
+  // (completion timestamps) and/or CLOCK_REALTIME (wallclock), in ns.
+  void EnableTimestamps(bool monotonic, bool wallclock);
+  void set_ignore_overrun(bool v) { ignore_overrun_ = v; }
+  // The oldest completion with its timestamps; false if the CQ is empty.
+  bool PopOne(ibv_wc* wc, uint64_t* ts, uint64_t* wallclock_ns);
+  // Changes the capacity keeping queued completions; EINVAL if `cqe` is
+  // smaller than what is queued.
+  int Resize(int cqe);
+
+  // ibv_start_poll .. ibv_end_poll: the completion being read and the
+  // session lock that keeps other pollers of the extended API out.
+  SpinLock poll_session;
+  ibv_wc current{};
+  uint64_t current_ts = 0;
+  uint64_t current_wallclock = 0;
+
  private:
   void NotifyLocked();
   Context* ctx_;
@@ -47,6 +65,9 @@ class Cq {
   uint32_t count_ = 0;  // valid entries
   enum class Arm : uint8_t { kNone, kAny, kSolicited } armed_ = Arm::kNone;
   bool overrun_ = false;
+  bool ignore_overrun_ = false;
+  std::vector<uint64_t> ts_;    // parallel to entries_ when timestamps are on
+  std::vector<uint64_t> wall_;  // same, wallclock
 };
 static_assert(offsetof(Cq, cqx) == 0);
 

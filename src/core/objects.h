@@ -39,6 +39,8 @@ struct Pd {
 struct Mr {
   ibv_mr mr;
   uint32_t pd_id;
+  uint32_t access = 0;  // as registered (optional bits dropped); for rereg_mr
+  uint64_t iova = 0;
   static Mr* From(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 };
 

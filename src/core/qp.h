@@ -23,6 +23,8 @@ namespace softrdma {
 
 struct PeerLink;
 class Srq;
+struct WrBatch;
+void DestroyWrBatch(WrBatch* batch);
 
 struct SendWqe {
   uint64_t wr_id;
@@ -81,6 +83,10 @@ class Qp {
   ibv_qp_type type = IBV_QPT_RC;
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
+
+  // The ibv_wr_* batch state (core/verbs_qp_ex.cpp); set only for QPs
+  // created through ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
+  std::unique_ptr<WrBatch, void (*)(WrBatch*)> wr_batch{nullptr, DestroyWrBatch};
 
   SpinLock lock;
   ibv_qp_state state = IBV_QPS_RESET;

@@ -61,7 +61,6 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr);
 int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
 int QueryQp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
 int DestroyQp(ibv_qp* qp);
-ibv_qp_ex* QpToQpEx(ibv_qp* qp);
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
@@ -80,5 +79,15 @@ int DestroyAh(ibv_ah* ah);
 int InitAhFromWc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
                  ibv_ah_attr* ah_attr);  // 0 or -1 + errno
 ibv_ah* CreateAhFromWc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num);
+
+// --- extended verbs (verbs_qp_ex.cpp, verbs_cq_ex.cpp)
+// verbs_context ops: create_qp_ex, create_cq_ex, query_rt_values.
+ibv_qp* CreateQpEx(ibv_context* context, ibv_qp_init_attr_ex* attr);
+ibv_qp_ex* QpToQpEx(ibv_qp* qp);  // NULL unless created with SEND_OPS_FLAGS
+ibv_cq_ex* CreateCqEx(ibv_context* context, ibv_cq_init_attr_ex* attr);
+int ResizeCq(ibv_cq* cq, int cqe);
+int QueryRtValues(ibv_context* context, ibv_values_ex* values);
+// rdma-core's convention: 0 or a negative IBV_REREG_MR_ERR_* code, errno set.
+int ReregMr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
 
 }  // namespace softrdma::verbs

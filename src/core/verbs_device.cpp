@@ -130,6 +130,10 @@ ibv_context* OpenDevice(ibv_device* device) {
   v.get_srq_num = GetSrqNum;
   v.query_port = QueryPort;
   v.query_device_ex = QueryDeviceEx;
+  // Extended verbs (verbs_qp_ex.cpp, verbs_cq_ex.cpp).
+  v.create_qp_ex = CreateQpEx;
+  v.create_cq_ex = CreateCqEx;
+  v.query_rt_values = QueryRtValues;
   return &c;
 }
 
@@ -159,6 +163,13 @@ int QueryDeviceEx(ibv_context* context, const ibv_query_device_ex_input* input,
   memset(&full, 0, sizeof full);
   Device::Get().QueryDevice(&full.orig_attr);
   full.phys_port_cnt_ex = limits::kPortCount;
+  full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+  // Completion timestamps are CLOCK_MONOTONIC nanoseconds: a 64-bit counter
+  // ticking at 1 GHz (hca_core_clock is in kHz). Everything else of the
+  // extended attributes (ODP, TSO, RSS, packet pacing, tag matching, CQ
+  // moderation, device memory, PCI atomics) is absent and stays zero.
+  full.completion_timestamp_mask = UINT64_MAX;
+  full.hca_core_clock = 1000000;
   // Callers built against older headers pass a smaller struct: fill only
   // what they have room for.
   memcpy(attr, &full, attr_size < sizeof full ? attr_size : sizeof full);

@@ -42,6 +42,20 @@ bool RangeIsMapped(const void* addr, size_t len) {
   return true;
 }
 
+// The access rules of ibv_reg_mr (also those of ibv_rereg_mr's new
+// access). Drops the optional bits in *access; returns 0 or the errno.
+int CheckAccess(unsigned* access) {
+  *access &= ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+  if (*access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;  // no on-demand paging (not advertised)
+  if (*access & ~kMrAccess) return EINVAL;
+  // Remote write or atomic access requires local write (IB spec; rdma-core
+  // and the kernel enforce it the same way).
+  if ((*access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(*access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  return 0;
+}
+
 }  // namespace
 
 ibv_pd* AllocPd(ibv_context* context) {
@@ -75,19 +89,11 @@ ibv_mr* RegMr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned i
     errno = EINVAL;
     return nullptr;
   }
-  access &= ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
-  if (access & IBV_ACCESS_ON_DEMAND) {
-    errno = EOPNOTSUPP;  // no on-demand paging (not advertised)
+  if (int rc = CheckAccess(&access)) {
+    errno = rc;
     return nullptr;
   }
-  if ((access & ~kMrAccess) || length == 0 || length > limits::kMaxMrSize) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  // Remote write or atomic access requires local write (IB spec; rdma-core
-  // and the kernel enforce it the same way).
-  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-      !(access & IBV_ACCESS_LOCAL_WRITE)) {
+  if (length == 0 || length > limits::kMaxMrSize) {
     errno = EINVAL;
     return nullptr;
   }
@@ -116,6 +122,8 @@ ibv_mr* RegMr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned i
   mr->mr.length = length;
   mr->mr.handle = g_next_handle.fetch_add(1);
   mr->pd_id = pd->id;
+  mr->access = access;
+  mr->iova = iova;
   pd->users.fetch_add(1);
   return &mr->mr;
 }
@@ -128,6 +136,73 @@ int DeregMr(ibv_mr* ibmr) {
   engine->mr_table().Remove(ibmr->lkey);
   Pd::From(ibmr->pd)->users.fetch_sub(1);
   delete mr;
+  return 0;
+}
+
+// Input errors that rdma-core's own wrapper catches before the provider
+// return IBV_REREG_MR_ERR_INPUT; everything refused past that point returns
+// IBV_REREG_MR_ERR_CMD with errno, the MR unchanged (ibv_rereg_mr(3)).
+// The region is re-registered under new keys, as the kernel may hand out on
+// hardware: keys held by peers for the old registration stop working, so a
+// stale rkey can never reach the new memory or a PD it was not given for.
+int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, int access_in) {
+  auto input_error = [] {
+    errno = EINVAL;
+    return static_cast<int>(IBV_REREG_MR_ERR_INPUT);
+  };
+  if (!ibmr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return input_error();
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) return input_error();
+  if (access_in && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) return input_error();
+  auto cmd_error = [](int e) {
+    errno = e;
+    return static_cast<int>(IBV_REREG_MR_ERR_CMD);
+  };
+  if (!flags) return cmd_error(EINVAL);  // nothing to change: the kernel says EINVAL
+  Mr* mr = Mr::From(ibmr);
+  Engine* engine = Engine::Get(nullptr);
+  if (!engine) return cmd_error(EIO);
+
+  ibv_pd* new_pd = ibmr->pd;
+  if (flags & IBV_REREG_MR_CHANGE_PD) {
+    if (!ibpd || ibpd->context != ibmr->context) return cmd_error(EINVAL);
+    new_pd = ibpd;
+  }
+  unsigned access = mr->access;
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    access = static_cast<unsigned>(access_in);
+    if (int rc = CheckAccess(&access)) return cmd_error(rc);
+  }
+  void* new_addr = ibmr->addr;
+  size_t new_length = ibmr->length;
+  uint64_t iova = mr->iova;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    if (length > limits::kMaxMrSize) return cmd_error(EINVAL);
+    if (!RangeIsMapped(addr, length)) return cmd_error(EFAULT);
+    new_addr = addr;
+    new_length = length;
+    iova = reinterpret_cast<uintptr_t>(addr);  // as ibv_reg_mr
+  }
+
+  // The new registration exists before the old one goes, so a failure
+  // (table full) leaves the MR exactly as it was.
+  Pd* pd = Pd::From(new_pd);
+  uint32_t lkey = 0, rkey = 0;
+  if (int rc = engine->mr_table().Add(pd->id, access, iova, new_length,
+                                      reinterpret_cast<uint64_t>(new_addr), &lkey, &rkey))
+    return cmd_error(rc);
+  engine->mr_table().Remove(ibmr->lkey);
+  if (new_pd != ibmr->pd) {
+    pd->users.fetch_add(1);
+    Pd::From(ibmr->pd)->users.fetch_sub(1);
+  }
+  ibmr->pd = new_pd;
+  ibmr->addr = new_addr;
+  ibmr->length = new_length;
+  ibmr->lkey = lkey;
+  ibmr->rkey = rkey;
+  mr->pd_id = pd->id;
+  mr->access = access;
+  mr->iova = iova;
   return 0;
 }
 

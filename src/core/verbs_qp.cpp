@@ -205,13 +205,6 @@ int DestroyQp(ibv_qp* ibqp) {
   return 0;
 }
 
-ibv_qp_ex* QpToQpEx(ibv_qp*) {
-  // Only QPs created through ibv_create_qp_ex carry the work-request API,
-  // and that entry point is not implemented yet.
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
 int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   ibv_send_wr* ignored;
   if (!bad_wr) bad_wr = &ignored;

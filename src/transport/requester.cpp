@@ -22,6 +22,8 @@ namespace {
 // refused; small enough that several fit in a ring at once.
 constexpr uint32_t kFragmentBytes = 8192;
 
+}  // namespace
+
 int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   if (int rc = CheckSendOpcode(qp.type, wr.opcode)) return rc;  // core/wr_opcodes.h
   if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > qp.cap.max_send_sge) return EINVAL;
@@ -36,8 +38,6 @@ int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   *total = sum;
   return 0;
 }
-
-}  // namespace
 
 int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   int rc = CheckPostSendState(qp.state);

@@ -20,6 +20,11 @@ struct PeerLink;
 namespace softrdma::transport {
 
 // --- requester (requester.cpp)
+// The rules PostSend applies to one WR (opcode, SGE count, lengths); 0 or
+// the errno PostSend would return. *total = the message length. Used by the
+// work-request API (core/verbs_qp_ex.cpp) to check a whole batch before
+// posting any of it.
+int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total);
 // Validates and queues a chain of send WRs, then starts transmitting.
 int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 // Transmits queued WQEs until the queue is empty, the peer's ring is full or

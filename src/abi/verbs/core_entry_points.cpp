@@ -106,11 +106,9 @@ SOFTRDMA_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, 
 SOFTRDMA_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   return v::DeregMr(mr);
 }
-// Re-registration is not implemented yet (docs/abi.md): report that the
-// input was not acted upon, leaving the MR as it was.
-SOFTRDMA_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+SOFTRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length,
+                                 int access) {
+  return v::ReregMr(mr, flags, pd, addr, length, access);
 }
 
 SOFTRDMA_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
@@ -126,9 +124,8 @@ SOFTRDMA_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_co
 SOFTRDMA_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   return v::DestroyCq(cq);
 }
-// Resizing is not implemented yet (docs/abi.md).
-SOFTRDMA_EXPORT int ibv_resize_cq(ibv_cq*, int) {
-  return EOPNOTSUPP;
+SOFTRDMA_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  return v::ResizeCq(cq, cqe);
 }
 SOFTRDMA_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   return v::GetCqEvent(channel, cq, cq_context);
