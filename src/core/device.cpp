@@ -168,9 +168,12 @@ void Device::QueryDevice(ibv_device_attr* a) const {
   a->max_qp_rd_atom = limits::kMaxQpRdAtom;
   a->max_res_rd_atom = limits::kMaxQpRdAtom * 1024;
   a->max_qp_init_rd_atom = limits::kMaxQpInitRdAtom;
-  // Not implemented yet, so reported as absent: atomics, memory windows,
-  // address handles (UD), SRQ, multicast. See docs/abi.md.
-  a->atomic_cap = IBV_ATOMIC_NONE;
+  // Atomics are atomic with respect to every softrdma atomic on the host
+  // (host-wide striped locks, transport/atomics.h), not to the CPU's own
+  // accesses: exactly IBV_ATOMIC_HCA.
+  a->atomic_cap = IBV_ATOMIC_HCA;
+  // Not implemented yet, so reported as absent: memory windows, address
+  // handles (UD), SRQ, multicast. See docs/abi.md.
   a->max_pkeys = limits::kPkeyTableLen;
   a->local_ca_ack_delay = 15;
   a->phys_port_cnt = limits::kPortCount;

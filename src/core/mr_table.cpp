@@ -3,6 +3,9 @@
 #include <cerrno>
 #include <mutex>
 #include <random>
+#include <thread>
+
+#include "util/clock.h"
 
 namespace softrdma {
 
@@ -62,7 +65,48 @@ void MrTable::Remove(uint32_t lkey) {
   e.lkey = 0;  // keep rkey's byte: the next owner's key bytes must differ
   e.length = 0;
   e.access = 0;
-  e.seq.store(seq + 2, std::memory_order_release);
+  e.seq.store(seq + 2, std::memory_order_seq_cst);
+  // An initiator that validated the key before the invalidation may still be
+  // copying: wait for it (it increments before re-checking seq, so any
+  // access not counted here has seen the new seq and gives up).
+  const uint64_t deadline = NowNs() + kDrainTimeoutNs;
+  while (e.inflight.load(std::memory_order_seq_cst) != 0) {
+    if (NowNs() > deadline) {
+      e.inflight.store(0, std::memory_order_relaxed);  // a dead initiator's count
+      break;
+    }
+    std::this_thread::yield();
+  }
+}
+
+int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
+                               uint32_t pd_id, uint32_t needed_access, uint64_t* host_addr,
+                               const MrEntry** held) {
+  uint32_t index = rkey >> 8;
+  if (index == 0 || index >= kCapacity) return EINVAL;
+  const MrEntry& e = entries[index];
+  for (;;) {
+    uint32_t s1 = e.seq.load(std::memory_order_acquire);
+    if (s1 & 1) continue;
+    uint32_t k = e.rkey, live = e.lkey, entry_pd = e.pd_id, access = e.access;
+    uint64_t iova = e.iova, length = e.length, base = e.host_addr;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.seq.load(std::memory_order_relaxed) != s1) continue;
+    if (live == 0 || k != rkey) return EINVAL;
+    if (entry_pd != pd_id) return EACCES;
+    if ((access & needed_access) != needed_access) return EACCES;
+    if (addr < iova || len > length || addr - iova > length - len) return ERANGE;
+    // Count ourselves in, then make sure the region was not invalidated in
+    // between (deregistration invalidates first, then waits for the count).
+    e.inflight.fetch_add(1, std::memory_order_seq_cst);
+    if (e.seq.load(std::memory_order_seq_cst) != s1) {
+      e.inflight.fetch_sub(1, std::memory_order_release);
+      continue;  // changed: look again (it is most likely gone now)
+    }
+    *host_addr = base + (addr - iova);
+    *held = &e;
+    return 0;
+  }
 }
 
 int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,

@@ -22,10 +22,11 @@ namespace {
 constexpr uint32_t kFragmentBytes = 8192;
 
 bool IsSupportedOpcode(ibv_qp_type type, ibv_wr_opcode op) {
-  // SEND and SEND_WITH_IMM are implemented; the one-sided opcodes come with
-  // the data-path work (docs/abi.md lists them as not implemented yet).
-  (void)type;
-  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
+  // SEND and SEND_WITH_IMM, and the one-sided operations (one_sided.cpp);
+  // UC has no READ or atomics.
+  if (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM) return true;
+  if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) return true;
+  return type == IBV_QPT_RC && IsOneSided(op);
 }
 
 int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
@@ -40,6 +41,7 @@ int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   for (int i = 0; i < wr.num_sge; ++i) sum += wr.sg_list[i].length;
   if (sum > limits::kMaxMsgSize) return EINVAL;
   if ((wr.send_flags & IBV_SEND_INLINE) && sum > qp.cap.max_inline_data) return EINVAL;
+  if (int rc = ValidateOneSidedWr(qp, wr, sum)) return rc;
   *total = sum;
   return 0;
 }
@@ -71,8 +73,9 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     w.solicited = wr->send_flags & IBV_SEND_SOLICITED;
     w.is_inline = wr->send_flags & IBV_SEND_INLINE;
     w.tx_offset = 0;
-    w.psn = qp.next_psn;
-    qp.next_psn = PsnAdd(qp.next_psn, 1);
+    // The PSN is assigned at first transmission (Transmit): operations the
+    // initiator executes directly never use one.
+    CaptureOneSidedWr(w, *wr);
     if (w.is_inline) {
       // Inline data is taken at post time (no lkey needed): the application
       // may reuse its buffer as soon as ibv_post_send returns.
@@ -217,7 +220,32 @@ void Transmit(Engine& engine, Qp& qp) {
   // The retransmit timer runs from the moment the oldest WQE starts out.
   if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.last_ack_ns = NowNs();
   while (qp.sq_tx != qp.sq.head) {
-    TxResult r = TransmitOne(engine, qp, qp.sq_tx);
+    // --- one-sided operations and fences (one_sided.cpp)
+    SendWqe& w = qp.sq.at(qp.sq_tx);
+    if (w.fenced && FenceBlocks(qp)) {
+      qp.tx_blocked = true;  // resumed when the completer retires them
+      return;
+    }
+    TxResult r = TxResult::kSent;
+    if (IsOneSided(w.opcode)) {
+      OneSidedTx o = TransmitOneSided(engine, qp, qp.sq_tx);
+      if (o == OneSidedTx::kRetired) continue;
+      if (o == OneSidedTx::kStopped) return;
+      if (o == OneSidedTx::kWait) {
+        qp.tx_blocked = true;
+        return;
+      }
+      if (o == OneSidedTx::kBlocked) r = TxResult::kBlocked;
+      if (o == OneSidedTx::kFailed) r = TxResult::kFailed;
+    } else {
+      if (!w.has_psn) {
+        w.psn = qp.next_psn;
+        qp.next_psn = PsnAdd(qp.next_psn, 1);
+        w.has_psn = true;
+      }
+      r = TransmitOne(engine, qp, qp.sq_tx);
+    }
+    // ---
     if (r == TxResult::kBlocked) {
       qp.tx_blocked = true;
       engine.NeedService(&qp);
@@ -242,6 +270,14 @@ void Transmit(Engine& engine, Qp& qp) {
 
 bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   bool did = false;
+  // Two-copy READ/atomic responses waiting for ring space go first (before
+  // any ACK that would overtake them).
+  if (!qp.responses.empty()) {
+    if (FlushResponses(engine, qp))
+      did = true;
+    else
+      engine.NeedService(&qp);
+  }
   if (qp.ack_pending) {
     if (SendAck(engine, qp))
       did = true;

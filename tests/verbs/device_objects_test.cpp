@@ -51,7 +51,7 @@ TEST_F(DeviceTest, QueryDeviceReportsRealLimits) {
   EXPECT_GT(a.max_sge, 0);
   EXPECT_GT(a.max_cqe, 0);
   EXPECT_GT(a.max_mr_size, 4096u);
-  EXPECT_EQ(a.atomic_cap, IBV_ATOMIC_NONE) << "atomics are not implemented yet";
+  EXPECT_EQ(a.atomic_cap, IBV_ATOMIC_HCA);
   EXPECT_EQ(a.max_srq, 0) << "SRQ is not implemented yet";
   ibv_device_attr_ex ax{};
   ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &ax), 0);  // through verbs_context
