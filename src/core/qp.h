@@ -35,10 +35,10 @@ struct SendWqe {
   bool solicited;
   bool is_inline;  // payload copied into the QP's inline buffer at post time
   // --- one-sided operations (transport/one_sided.cpp)
-  bool fenced;     // IBV_SEND_FENCE: waits for earlier READs/atomics
-  bool has_psn;    // a PSN was assigned (at first transmission on the ring)
-  bool placed;     // WRITE_WITH_IMM: data written directly; only the notice is left
-  bool resp_done;  // READ/atomic: the whole response arrived (two-copy path)
+  bool fenced;         // IBV_SEND_FENCE: waits for earlier READs/atomics
+  bool has_psn;        // a PSN was assigned (at first transmission on the ring)
+  bool placed;         // WRITE_WITH_IMM: data written directly; only the notice is left
+  bool resp_done;      // READ/atomic: the whole response arrived (two-copy path)
   uint32_t rx_offset;  // READ: response bytes received (two-copy path)
   uint32_t rkey;
   uint64_t remote_addr;
@@ -55,8 +55,8 @@ struct PendingResponse {
   uint32_t rkey;
   uint64_t addr;  // READ: where in the region (key address space)
   uint32_t len;
-  uint32_t sent;    // READ: bytes already sent
-  uint64_t value;   // atomic: the original value
+  uint32_t sent;   // READ: bytes already sent
+  uint64_t value;  // atomic: the original value
 };
 
 struct RecvWqe {

@@ -16,12 +16,12 @@ enum class RecordType : uint8_t {
   // OneSidedEth after the header. The initiator executes WRITE/READ/atomics
   // itself where it can; these records are the two-copy path, the
   // notification half of WRITE_WITH_IMM, and error notices.
-  kWrite = 3,         // WRITE[_WITH_IMM]: data inline/fragments, or none (kFlagPlaced)
-  kRead = 4,          // READ request, answered by kReadResponse records
-  kAtomic = 5,        // CMP_AND_SWP / FETCH_AND_ADD, answered by kAtomicResponse
-  kReadResponse = 6,  // READ data for the request with this PSN (fragments)
+  kWrite = 3,           // WRITE[_WITH_IMM]: data inline/fragments, or none (kFlagPlaced)
+  kRead = 4,            // READ request, answered by kReadResponse records
+  kAtomic = 5,          // CMP_AND_SWP / FETCH_AND_ADD, answered by kAtomicResponse
+  kReadResponse = 6,    // READ data for the request with this PSN (fragments)
   kAtomicResponse = 7,  // the original value (OneSidedEth::compare_add)
-  kRemoteError = 8,   // the initiator found an access violation: go to ERR
+  kRemoteError = 8,     // the initiator found an access violation: go to ERR
 };
 
 inline bool IsRequest(RecordType t) {
@@ -42,7 +42,7 @@ enum RequestFlags : uint8_t {
   kFlagSolicited = 1 << 0,
   kFlagHasImm = 1 << 1,
   kFlagLastFragment = 1 << 2,
-  kFlagPlaced = 1 << 3,  // kWrite: the initiator already wrote the data itself
+  kFlagPlaced = 1 << 3,   // kWrite: the initiator already wrote the data itself
   kFlagCmpSwap = 1 << 4,  // kAtomic: compare-and-swap (else fetch-and-add)
 };
 

@@ -171,8 +171,10 @@ Direct ExecuteDirect(Engine& engine, Qp& qp, uint32_t index, ibv_wc_status* stat
   }
   MrTable::EndRemoteAccess(*held);
   if (err == EPERM || err == EACCES || err == ENOSYS) {
-    SOFTRDMA_LOG(kInfo, "cross-memory attach to pid %d refused (%s): one-sided operations use "
-                 "the two-copy path", peer.pid, strerror(err));
+    SOFTRDMA_LOG(kInfo,
+                 "cross-memory attach to pid %d refused (%s): one-sided operations use "
+                 "the two-copy path",
+                 peer.pid, strerror(err));
     peer.direct_refused.store(true, std::memory_order_relaxed);
     return Direct::kUseRing;
   }
@@ -200,10 +202,10 @@ OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
   h.psn = w.psn;
   h.total_len = w.total_len;
   h.imm = w.imm;
-  h.flags = static_cast<uint8_t>(
-      (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? wire::kFlagHasImm : 0) |
-      (w.solicited ? wire::kFlagSolicited : 0) | (placed ? wire::kFlagPlaced : 0) |
-      (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? wire::kFlagCmpSwap : 0));
+  h.flags = static_cast<uint8_t>((w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? wire::kFlagHasImm : 0) |
+                                 (w.solicited ? wire::kFlagSolicited : 0) |
+                                 (placed ? wire::kFlagPlaced : 0) |
+                                 (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? wire::kFlagCmpSwap : 0));
   wire::OneSidedEth eth{w.remote_addr, w.rkey, 0, w.compare_add, w.swap};
   iovec parts[limits::kMaxSge + 2];
   parts[0] = iovec{&h, sizeof h};
@@ -235,8 +237,9 @@ OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
     }
     h.frag_offset = w.tx_offset;
     h.payload_len = len;
-    h.flags = static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
-                                   (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
+    h.flags =
+        static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
+                             (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
     if (!engine.SendGather(*qp.peer, h, parts, n)) return OneSidedTx::kBlocked;
     w.tx_offset += len;
   }
@@ -246,8 +249,8 @@ OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
 }  // namespace
 
 bool IsOneSided(ibv_wr_opcode op) {
-  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM ||
-         op == IBV_WR_RDMA_READ || IsAtomic(op);
+  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+         IsAtomic(op);
 }
 
 int ValidateOneSidedWr(const Qp& qp, const ibv_send_wr& wr, uint64_t total) {
@@ -491,9 +494,8 @@ bool FlushResponses(Engine& engine, Qp& qp) {
     } else {
       uint32_t chunk = std::min(kResponseChunk, r.len - r.sent);
       uint64_t host = 0;
-      if (chunk &&
-          engine.mr_table().Lookup(KeyKind::kRemote, r.rkey, r.addr + r.sent, chunk, qp.pd->id,
-                                   IBV_ACCESS_REMOTE_READ, &host) != 0) {
+      if (chunk && engine.mr_table().Lookup(KeyKind::kRemote, r.rkey, r.addr + r.sent, chunk,
+                                            qp.pd->id, IBV_ACCESS_REMOTE_READ, &host) != 0) {
         // Deregistered while the response was going out.
         r.kind = kResponseNak;
         r.syndrome = static_cast<uint8_t>(wire::Syndrome::kNakRemoteAccess);
