@@ -76,6 +76,9 @@ class MrTable {
   static int BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
                                uint32_t pd_id, uint32_t needed_access, uint64_t* host_addr,
                                const MrEntry** held);
+  // The table itself (for BeginRemoteAccess by the owner's responder, which
+  // must hold the region against deregistration while it copies).
+  const MrEntry* entries() const { return entries_; }
   static void EndRemoteAccess(const MrEntry& held) {
     held.inflight.fetch_sub(1, std::memory_order_release);
   }

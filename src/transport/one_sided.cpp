@@ -330,6 +330,30 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
 
 namespace {
 
+// The responder's hold on one of its own regions while it copies (two-copy
+// path): deregistration in another thread waits for it, so the memory is
+// not unmapped under the copy.
+class RegionHold {
+ public:
+  RegionHold(Engine& engine, const Qp& qp, uint32_t rkey, uint64_t addr, uint64_t len,
+             uint32_t access) {
+    ok_ = MrTable::BeginRemoteAccess(engine.mr_table().entries(), rkey, addr, len, qp.pd->id,
+                                     access, &host_, &held_) == 0;
+  }
+  ~RegionHold() {
+    if (ok_) MrTable::EndRemoteAccess(*held_);
+  }
+  RegionHold(const RegionHold&) = delete;
+  RegionHold& operator=(const RegionHold&) = delete;
+  bool ok() const { return ok_; }
+  uint64_t host() const { return host_; }
+
+ private:
+  bool ok_ = false;
+  uint64_t host_ = 0;
+  const MrEntry* held_ = nullptr;
+};
+
 // NAKs must not overtake READ/atomic responses still queued before them.
 void QueueNak(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Syndrome why,
               uint32_t rnr_timer = 0) {
@@ -408,13 +432,12 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
         return false;
       }
       if (!(req.flags & wire::kFlagPlaced) && req.total_len > 0) {
-        uint64_t host = 0;
-        if (engine.mr_table().Lookup(KeyKind::kRemote, eth.rkey, eth.remote_addr, req.total_len,
-                                     qp.pd->id, IBV_ACCESS_REMOTE_WRITE, &host) != 0)
-          return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+        RegionHold hold(engine, qp, eth.rkey, eth.remote_addr, req.total_len,
+                        IBV_ACCESS_REMOTE_WRITE);
+        if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
         uint32_t off = fragment ? req.frag_offset : 0;
         if (off + uint64_t{req.payload_len} > req.total_len) return false;  // malformed
-        view.CopyOut(data_off, reinterpret_cast<void*>(host + off), req.payload_len);
+        view.CopyOut(data_off, reinterpret_cast<void*>(hold.host() + off), req.payload_len);
       }
       if (fragment) {
         qp.frag_received += req.payload_len;
@@ -446,16 +469,14 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
     case wire::RecordType::kAtomic: {
       if (req.total_len != 8 || (eth.remote_addr & 7))
         return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
-      uint64_t host = 0;
-      if (engine.mr_table().Lookup(KeyKind::kRemote, eth.rkey, eth.remote_addr, 8, qp.pd->id,
-                                   IBV_ACCESS_REMOTE_ATOMIC, &host) != 0)
-        return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+      RegionHold hold(engine, qp, eth.rkey, eth.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
+      if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
       AtomicLocks locks(engine.registry().atomic_lock_words());
       AtomicOp op{(req.flags & wire::kFlagCmpSwap) != 0, eth.compare_add, eth.swap};
       PendingResponse r{};
       r.kind = kResponseAtomic;
       r.psn = req.psn;
-      ExecuteAtomic(locks, getpid(), engine.me().slot, host, op, &r.value);
+      ExecuteAtomic(locks, getpid(), engine.me().slot, hold.host(), op, &r.value);
       qp.responses.push_back(r);
       break;
     }
@@ -493,9 +514,8 @@ bool FlushResponses(Engine& engine, Qp& qp) {
       if (!engine.Send(*qp.peer, h, &r.value, 8)) return false;
     } else {
       uint32_t chunk = std::min(kResponseChunk, r.len - r.sent);
-      uint64_t host = 0;
-      if (chunk && engine.mr_table().Lookup(KeyKind::kRemote, r.rkey, r.addr + r.sent, chunk,
-                                            qp.pd->id, IBV_ACCESS_REMOTE_READ, &host) != 0) {
+      RegionHold hold(engine, qp, r.rkey, r.addr + r.sent, chunk, IBV_ACCESS_REMOTE_READ);
+      if (chunk && !hold.ok()) {
         // Deregistered while the response was going out.
         r.kind = kResponseNak;
         r.syndrome = static_cast<uint8_t>(wire::Syndrome::kNakRemoteAccess);
@@ -506,7 +526,8 @@ bool FlushResponses(Engine& engine, Qp& qp) {
       h.frag_offset = r.sent;
       h.payload_len = chunk;
       h.flags = r.sent + chunk == r.len ? wire::kFlagLastFragment : 0;
-      if (!engine.Send(*qp.peer, h, reinterpret_cast<const void*>(host), chunk)) return false;
+      if (!engine.Send(*qp.peer, h, reinterpret_cast<const void*>(hold.host()), chunk))
+        return false;
       r.sent += chunk;
       if (r.sent < r.len) continue;
     }
