@@ -105,10 +105,11 @@ int MoveBytes(PeerLink& peer, const iovec* local, int nlocal, uint64_t addr, uin
   if (peer.pid == getpid()) {
     auto* p = reinterpret_cast<uint8_t*>(addr);
     for (int i = 0; i < nlocal; ++i) {
+      // memmove: a WRITE/READ between QPs of one process may overlap itself.
       if (write)
-        memcpy(p, local[i].iov_base, local[i].iov_len);
+        memmove(p, local[i].iov_base, local[i].iov_len);
       else
-        memcpy(local[i].iov_base, p, local[i].iov_len);
+        memmove(local[i].iov_base, p, local[i].iov_len);
       p += local[i].iov_len;
     }
     return 0;

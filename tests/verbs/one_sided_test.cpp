@@ -139,32 +139,42 @@ TEST_F(OneSided, ReadScatterGatherOddSizes) {
 }
 
 TEST_F(OneSided, WriteWithImmConsumesReceive) {
-  const uint32_t len = 100000;
-  std::vector<uint8_t> src(len), dst(len, 0), rbuf(16);
-  Fill(src, 3);
-  ibv_mr* ms = Reg(src.data(), len);
-  ibv_mr* md = Reg(dst.data(), len, kAllRemote);
-  ibv_mr* mrb = Reg(rbuf.data(), rbuf.size());
-  ibv_sge rs{reinterpret_cast<uintptr_t>(rbuf.data()), 16, mrb->lkey};
-  ASSERT_EQ(PostRecv(b, 77, &rs, 1), 0);
-  ibv_sge s{reinterpret_cast<uintptr_t>(src.data()), len, ms->lkey};
-  ASSERT_EQ(PostRdma(a, IBV_WR_RDMA_WRITE_WITH_IMM, &s, 1, reinterpret_cast<uintptr_t>(dst.data()),
-                     md->rkey, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 5, 0xabcdef),
-            0);
-  auto rwc = PollN(cq_b, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(rwc[0].wr_id, 77u);
-  EXPECT_EQ(rwc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
-  EXPECT_TRUE(rwc[0].wc_flags & IBV_WC_WITH_IMM);
-  EXPECT_EQ(ntohl(rwc[0].imm_data), 0xabcdefu);
-  EXPECT_EQ(rwc[0].byte_len, len);
-  EXPECT_EQ(src, dst);  // the data is placed before the completion
-  auto swc = PollN(cq_a, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(swc[0].opcode, IBV_WC_RDMA_WRITE);
-  EXPECT_TRUE(swc[0].wc_flags & IBV_WC_WITH_IMM);
+  uint32_t n = 0;
+  for (uint32_t len : {1u, 4097u, (1u << 20) + 3}) {
+    SCOPED_TRACE(len);
+    std::vector<uint8_t> src(len + 8), dst(len + 8, 0), rbuf(16);
+    Fill(src, len + 1);
+    ibv_mr* ms = Reg(src.data(), src.size());
+    ibv_mr* md = Reg(dst.data(), dst.size(), kAllRemote);
+    ibv_mr* mrb = Reg(rbuf.data(), rbuf.size());
+    ibv_sge rs{reinterpret_cast<uintptr_t>(rbuf.data()), 16, mrb->lkey};
+    ASSERT_EQ(PostRecv(b, 77 + n, &rs, 1), 0);
+    auto sg = ThreeSges(&src[1], len, ms->lkey);
+    ASSERT_EQ(
+        PostRdma(a, IBV_WR_RDMA_WRITE_WITH_IMM, sg.data(), 3, reinterpret_cast<uintptr_t>(&dst[3]),
+                 md->rkey, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 5, 0xabcdef + n),
+        0);
+    auto rwc = PollN(cq_b, 1);
+    ASSERT_EQ(rwc.size(), 1u);
+    EXPECT_EQ(rwc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(rwc[0].wr_id, 77u + n);
+    EXPECT_EQ(rwc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    EXPECT_TRUE(rwc[0].wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(ntohl(rwc[0].imm_data), 0xabcdefu + n);
+    EXPECT_EQ(rwc[0].byte_len, len);
+    // The data is placed before the receive completion.
+    EXPECT_TRUE(std::equal(&src[1], &src[1] + len, &dst[3]));
+    EXPECT_EQ(dst[2], 0);
+    EXPECT_EQ(dst[3 + len], 0);
+    EXPECT_EQ(rbuf[0], 0);  // the receive buffer itself is not written
+    auto swc = PollN(cq_a, 1);
+    ASSERT_EQ(swc.size(), 1u);
+    EXPECT_EQ(swc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(swc[0].opcode, IBV_WC_RDMA_WRITE);
+    EXPECT_EQ(swc[0].byte_len, len);
+    EXPECT_TRUE(swc[0].wc_flags & IBV_WC_WITH_IMM);
+    ++n;
+  }
 }
 
 TEST_F(OneSided, WriteWithImmWaitsForReceiveUnderRnr) {
