@@ -324,6 +324,16 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
       return OneSidedTx::kRetired;
     }
   }
+  // Initiator depth (rc-transport.md §3.3): at most max_rd_atomic READ/atomic
+  // requests outstanding on the ring; the rest of the queue waits in order.
+  if ((w.opcode == IBV_WR_RDMA_READ || IsAtomic(w.opcode)) && !w.has_psn) {
+    uint32_t outstanding = 0;
+    for (uint32_t i = qp.sq.tail; i != index; ++i) {
+      const SendWqe& e = qp.sq.at(i);
+      outstanding += (e.opcode == IBV_WR_RDMA_READ || IsAtomic(e.opcode)) && !e.resp_done;
+    }
+    if (outstanding >= std::max<uint32_t>(qp.attr.max_rd_atomic, 1)) return OneSidedTx::kWait;
+  }
   return SendRequest(engine, qp, index, false);
 }
 

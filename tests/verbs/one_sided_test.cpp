@@ -298,6 +298,45 @@ TEST_F(OneSided, CompletionsInOrderAndReadSeesEarlierWrite) {
   ASSERT_EQ(PollN(cq_b, 1).size(), 1u);
 }
 
+TEST_F(OneSided, ManyOutstandingReadsAndAtomicsCompleteInOrder) {
+  // More READ/atomic WRs than max_rd_atomic (1 here): the rest wait in order.
+  constexpr int kN = 24;
+  std::vector<uint8_t> remote(kN * 1000), local(kN * 1000, 0);
+  Fill(remote, 5);
+  alignas(8) static uint64_t counter, results[kN];
+  counter = 0;
+  ibv_mr* mr = Reg(remote.data(), remote.size(), kAllRemote);
+  ibv_mr* ml = Reg(local.data(), local.size());
+  ibv_mr* mc = Reg(&counter, 8, kAllRemote);
+  ibv_mr* mres = Reg(results, sizeof results);
+  for (int i = 0; i < kN; ++i) {
+    if (i % 3 == 2) {
+      ibv_sge s{reinterpret_cast<uintptr_t>(&results[i]), 8, mres->lkey};
+      ASSERT_EQ(PostAtomic(a, IBV_WR_ATOMIC_FETCH_AND_ADD, &s,
+                           reinterpret_cast<uintptr_t>(&counter), mc->rkey, 1, 0, i),
+                0);
+    } else {
+      ibv_sge s{reinterpret_cast<uintptr_t>(&local[i * 1000]), 1000, ml->lkey};
+      ASSERT_EQ(PostRdma(a, IBV_WR_RDMA_READ, &s, 1, reinterpret_cast<uintptr_t>(&remote[i * 1000]),
+                         mr->rkey, IBV_SEND_SIGNALED, i),
+                0);
+    }
+  }
+  auto wc = PollN(cq_a, kN);
+  ASSERT_EQ(wc.size(), static_cast<size_t>(kN));
+  uint64_t expect_faa = 0;
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+    if (i % 3 == 2) {
+      EXPECT_EQ(results[i], expect_faa++);
+    } else {
+      EXPECT_TRUE(std::equal(&remote[i * 1000], &remote[i * 1000] + 1000, &local[i * 1000]));
+    }
+  }
+  EXPECT_EQ(counter, expect_faa);
+}
+
 // --- violations: REM_ACCESS_ERR at the requester, both QPs end in ERR.
 
 class OneSidedErrors : public OneSided {
