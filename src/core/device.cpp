@@ -173,9 +173,12 @@ void Device::QueryDevice(ibv_device_attr* a) const {
   a->max_srq_wr = limits::kMaxSrqWr;
   a->max_srq_sge = limits::kMaxSrqSge;
   a->max_ah = limits::kMaxAh;
-  // Not implemented yet, so reported as absent: atomics, memory windows,
-  // multicast. See docs/abi.md.
-  a->atomic_cap = IBV_ATOMIC_NONE;
+  // Atomics are atomic with respect to every softrdma atomic on the host
+  // (host-wide striped locks, transport/atomics.h), not to the CPU's own
+  // accesses: exactly IBV_ATOMIC_HCA.
+  a->atomic_cap = IBV_ATOMIC_HCA;
+  // Not implemented yet, so reported as absent: memory windows, multicast.
+  // See docs/abi.md.
   a->max_pkeys = limits::kPkeyTableLen;
   a->local_ca_ack_delay = 15;
   a->phys_port_cnt = limits::kPortCount;

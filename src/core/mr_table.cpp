@@ -4,6 +4,9 @@
 #include <initializer_list>
 #include <mutex>
 #include <random>
+#include <thread>
+
+#include "util/clock.h"
 
 namespace softrdma {
 
@@ -83,7 +86,48 @@ void MrTable::Remove(uint32_t lkey) {
   Publish(&e.live, 0u);  // keys stay: the next owner's key bytes must differ
   Publish(&e.length, uint64_t{0});
   Publish(&e.access, 0u);
-  e.seq.store(seq + 2, std::memory_order_release);
+  e.seq.store(seq + 2, std::memory_order_seq_cst);
+  // An initiator that validated the key before the invalidation may still be
+  // copying: wait for it (it increments before re-checking seq, so any
+  // access not counted here has seen the new seq and gives up).
+  const uint64_t deadline = NowNs() + kDrainTimeoutNs;
+  while (e.inflight.load(std::memory_order_seq_cst) != 0) {
+    if (NowNs() > deadline) {
+      e.inflight.store(0, std::memory_order_relaxed);  // a dead initiator's count
+      break;
+    }
+    std::this_thread::yield();
+  }
+}
+
+int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
+                               uint32_t pd_id, uint32_t needed_access, uint64_t* host_addr,
+                               const MrEntry** held) {
+  uint32_t index = rkey >> 8;
+  if (index == 0 || index >= kCapacity) return EINVAL;
+  const MrEntry& e = entries[index];
+  for (;;) {
+    uint32_t s1 = e.seq.load(std::memory_order_acquire);
+    if (s1 & 1) continue;
+    uint32_t k = Read(&e.rkey), live = Read(&e.live);
+    uint32_t entry_pd = Read(&e.pd_id), access = Read(&e.access);
+    uint64_t iova = Read(&e.iova), length = Read(&e.length), base = Read(&e.host_addr);
+    if (e.seq.load(std::memory_order_relaxed) != s1) continue;
+    if (live == 0 || k != rkey) return EINVAL;
+    if (entry_pd != pd_id) return EACCES;
+    if ((access & needed_access) != needed_access) return EACCES;
+    if (addr < iova || len > length || addr - iova > length - len) return ERANGE;
+    // Count ourselves in, then make sure the region was not invalidated in
+    // between (deregistration invalidates first, then waits for the count).
+    e.inflight.fetch_add(1, std::memory_order_seq_cst);
+    if (e.seq.load(std::memory_order_seq_cst) != s1) {
+      e.inflight.fetch_sub(1, std::memory_order_release);
+      continue;  // changed: look again (it is most likely gone now)
+    }
+    *host_addr = base + (addr - iova);
+    *held = &e;
+    return 0;
+  }
 }
 
 int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,

@@ -28,6 +28,9 @@ struct MrEntry {
   uint32_t pd_id;
   uint32_t access;  // IBV_ACCESS_* flags
   uint32_t live;    // 1 = registered
+  // One-sided accesses in flight from initiators in any process (they
+  // increment it, then re-check `seq`); deregistration waits for zero.
+  mutable std::atomic<uint32_t> inflight;
   uint64_t iova;  // start of the region in key address space
   uint64_t length;
   uint64_t host_addr;  // start of the region in the owner's address space
@@ -53,6 +56,8 @@ class MrTable {
   // Returns 0 and the keys, or ENOMEM when the table is full.
   int Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length, uint64_t host_addr,
           uint32_t* lkey, uint32_t* rkey);
+  // Invalidates the region, then waits until no initiator is accessing it
+  // (at most kDrainTimeoutNs: see RemoteAccess).
   void Remove(uint32_t lkey);
 
   // Validates [addr, addr+len) against the key's region, its PD and the
@@ -60,6 +65,26 @@ class MrTable {
   // EINVAL = unknown key, EACCES = access/PD violation, ERANGE = out of bounds.
   int Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
              uint32_t needed_access, uint64_t* host_addr) const;
+
+  // How long deregistration waits for accesses in flight. The counter does
+  // not record who holds it, so an initiator killed between increment and
+  // decrement leaves it raised; the timeout bounds the wait instead (an
+  // access never lasts that long: it is one process_vm_* call).
+  static constexpr uint64_t kDrainTimeoutNs = 1000000000;  // 1 s
+
+  // Initiator side of a one-sided access to another process's table
+  // (`entries` is its published copy): validates the rkey like Lookup and,
+  // on success, counts the access in flight; the caller must call
+  // EndRemoteAccess(*held) when the bytes have moved.
+  static int BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
+                               uint32_t pd_id, uint32_t needed_access, uint64_t* host_addr,
+                               const MrEntry** held);
+  // The table itself (for BeginRemoteAccess by the owner's responder, which
+  // must hold the region against deregistration while it copies).
+  const MrEntry* entries() const { return entries_; }
+  static void EndRemoteAccess(const MrEntry& held) {
+    held.inflight.fetch_sub(1, std::memory_order_release);
+  }
 
  private:
   MrEntry* entries_;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -38,6 +39,29 @@ struct SendWqe {
   bool solicited;
   bool is_inline;  // payload copied into the QP's inline buffer at post time
   UdAddress ud;    // UD only: the destination, copied from the WR and its AH
+  // --- one-sided operations (transport/one_sided.cpp)
+  bool fenced;         // IBV_SEND_FENCE: waits for earlier READs/atomics
+  bool has_psn;        // a PSN was assigned (at first transmission on the ring)
+  bool placed;         // WRITE_WITH_IMM: data written directly; only the notice is left
+  bool resp_done;      // READ/atomic: the whole response arrived (two-copy path)
+  uint32_t rx_offset;  // READ: response bytes received (two-copy path)
+  uint32_t rkey;
+  uint64_t remote_addr;
+  uint64_t compare_add;  // CMP_AND_SWP: compare; FETCH_AND_ADD: addend
+  uint64_t swap;
+};
+
+// A READ/atomic response (or a NAK behind one) the responder still has to
+// send on the two-copy path; kept in order until the requester's ring has room.
+struct PendingResponse {
+  uint8_t kind;  // transport/one_sided.cpp: kResponseRead / kResponseAtomic / kResponseNak
+  uint8_t syndrome;
+  uint32_t psn;
+  uint32_t rkey;
+  uint64_t addr;  // READ: where in the region (key address space)
+  uint32_t len;
+  uint32_t sent;   // READ: bytes already sent
+  uint64_t value;  // atomic: the original value
 };
 
 struct RecvWqe {
@@ -112,6 +136,7 @@ class Qp {
   uint32_t frag_received = 0;
   bool ack_pending = false;  // a (cumulative) ACK for epsn-1 must be sent
   bool in_service_list = false;
+  std::deque<PendingResponse> responses;  // two-copy READ/atomic responses, in order
 
   // --- shared receive queue (core/srq.h); null if the QP has its own RQ.
   // A WQE taken from the SRQ belongs to this QP until its message completes.

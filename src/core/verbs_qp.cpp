@@ -119,6 +119,7 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp->send_cq->users.fetch_add(1);
   qp->recv_cq->users.fetch_add(1);
   if (qp->srq) qp->srq->users.fetch_add(1);
+  transport::PublishQp(*engine, *qp);
   return &q;
 }
 
@@ -164,6 +165,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (next == IBV_QPS_ERR && prev != IBV_QPS_ERR) transport::EnterError(*engine, qp);
   if (next == IBV_QPS_SQD && prev != IBV_QPS_SQD && qp.sq_tx == qp.sq.tail)
     PostAsyncEvent(qp.ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+  transport::PublishQp(*engine, qp);  // for initiators of one-sided operations
   if (next == IBV_QPS_RTS) transport::Transmit(*engine, qp);  // WQEs queued in SQD
   return 0;
 }
@@ -193,6 +195,10 @@ int DestroyQp(ibv_qp* ibqp) {
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return EIO;
   Qp* qp = Qp::From(ibqp);
+  {
+    std::lock_guard<SpinLock> lock(qp->lock);
+    transport::PublishQp(*engine, *qp, /*destroyed=*/true);
+  }
   // After this no record is dispatched to the QP and no service runs on it.
   engine->UnregisterQp(qp);
   qp->pd->users.fetch_sub(1);

@@ -20,7 +20,8 @@ namespace softrdma {
 namespace {
 
 constexpr uint64_t kMagic = 0x31474552414d4453ull;  // "SDMAREG1"
-constexpr uint32_t kLayoutVersion = 1;
+// 2: published QP attributes and the atomic lock stripes (one-sided operations).
+constexpr uint32_t kLayoutVersion = 2;
 
 // Reads /proc/<pid>/stat: the process start time in clock ticks since boot
 // (field 22) — together with the pid it identifies a process even after pid
@@ -90,6 +91,8 @@ struct Registry::Layout {
     std::atomic<uint64_t> start_time;  // 0 until the owner has written it
   } procs[kRegistryMaxProcs];
   std::atomic<uint64_t> qpn_owner[kQpnTableSize];
+  PublishedQp published_qps[kQpnTableSize];
+  std::atomic<uint32_t> atomic_locks[kAtomicLockStripes];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
@@ -232,6 +235,14 @@ void Registry::FreeQpn(ProcRef owner, uint32_t qpn) {
   if (qpn >= kQpnTableSize) return;
   uint64_t expected = PackQpn(owner);
   layout_->qpn_owner[qpn].compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+}
+
+PublishedQp* Registry::published_qp(uint32_t qpn) const {
+  return qpn < kQpnTableSize ? &layout_->published_qps[qpn] : nullptr;
+}
+
+std::atomic<uint32_t>* Registry::atomic_lock_words() const {
+  return layout_->atomic_locks;
 }
 
 bool Registry::QpnOwner(uint32_t qpn, ProcRef* owner) const {

@@ -4,7 +4,9 @@
 //  - the process table: which processes are attached, each with a slot index
 //    and a generation that changes every time the slot is reused;
 //  - the QPN table: QPNs are unique on the device, as on a real HCA, and
-//    each names its owning process (slot + generation).
+//    each names its owning process (slot + generation);
+//  - per QPN, the QP attributes initiators need for one-sided operations
+//    (host/published_qp.h), and the host-wide atomic locks (atomic_locks.h).
 // There is no daemon and no lock: entries are claimed with compare-and-swap,
 // and an entry whose process has died (even by SIGKILL) is simply reclaimed
 // by the next process that needs one. Generations make stale references
@@ -17,6 +19,8 @@
 
 #include <sys/types.h>
 
+#include "host/atomic_locks.h"
+#include "host/published_qp.h"
 #include "util/status.h"
 
 namespace softrdma {
@@ -61,6 +65,11 @@ class Registry {
   // call): enough to tell whether a cached resolution still holds, since a
   // reassigned QPN or a reclaimed slot changes the recorded owner.
   bool QpnOwner(uint32_t qpn, ProcRef* owner) const;
+
+  // One-sided operations: the published attributes of a QP (nullptr for a
+  // QPN out of range) and the host-wide atomic lock words.
+  PublishedQp* published_qp(uint32_t qpn) const;
+  std::atomic<uint32_t>* atomic_lock_words() const;
 
   // Name of the shm object holding a process's ring and MR table.
   static std::string ProcSegmentName(ProcRef ref);

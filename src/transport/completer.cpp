@@ -45,17 +45,26 @@ ibv_wc_status NakStatus(wire::Syndrome s) {
   }
 }
 
+}  // namespace
+
 // Retires every transmitted WQE whose PSN is before `psn` (exclusive) or up
 // to and including it (inclusive).
-void RetireUpTo(Qp& qp, uint32_t psn, bool inclusive) {
+void RetireAcked(Qp& qp, uint32_t psn, bool inclusive) {
   while (qp.sq.tail != qp.sq_tx) {
     SendWqe& w = qp.sq.at(qp.sq.tail);
     bool covered = PsnBefore(w.psn, psn) || (inclusive && w.psn == psn);
     if (!covered) break;
+    // A READ/atomic completes with its response, never with an ACK alone.
+    if ((w.opcode == IBV_WR_RDMA_READ || w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+         w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
+        !w.resp_done)
+      break;
     if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
     ++qp.sq.tail;
   }
 }
+
+namespace {
 
 // Restart transmission from the oldest unacknowledged WQE.
 void Rewind(Qp& qp) {
@@ -99,12 +108,12 @@ void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
   qp.retries_left = qp.attr.retry_cnt;
   switch (ack.syndrome) {
     case wire::Syndrome::kAck:
-      RetireUpTo(qp, ack.psn, /*inclusive=*/true);
+      RetireAcked(qp, ack.psn, /*inclusive=*/true);
       qp.rnr_retries_left = qp.attr.rnr_retry;
       break;
     case wire::Syndrome::kRnrNak: {
       // Every NAK implicitly acknowledges what came before it.
-      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      RetireAcked(qp, ack.psn, /*inclusive=*/false);
       if (qp.sq.tail == qp.sq_tx || qp.sq.at(qp.sq.tail).psn != ack.psn) break;  // stale
       if (qp.attr.rnr_retry != 7) {
         if (qp.rnr_retries_left == 0) {
@@ -121,18 +130,18 @@ void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
     case wire::Syndrome::kPullRefused:
       // The responder cannot read our memory: resend from this WQE by
       // fragments, which every responder accepts.
-      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      RetireAcked(qp, ack.psn, /*inclusive=*/false);
       if (qp.peer) qp.peer->pull_refused.store(true, std::memory_order_relaxed);
       Rewind(qp);
       engine.NeedService(&qp);
       break;
     case wire::Syndrome::kNakSequence:
-      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      RetireAcked(qp, ack.psn, /*inclusive=*/false);
       Rewind(qp);
       engine.NeedService(&qp);
       break;
     default:
-      RetireUpTo(qp, ack.psn, /*inclusive=*/false);
+      RetireAcked(qp, ack.psn, /*inclusive=*/false);
       if (qp.sq.tail == qp.sq_tx || qp.sq.at(qp.sq.tail).psn != ack.psn) break;  // stale
       FailSendHead(engine, qp, NakStatus(ack.syndrome));
       return;

@@ -140,7 +140,8 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
                                      (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0));
       h.src_qpn = qp.qpx.qp_base.qp_num;
       h.dst_qpn = w.ud.remote_qpn;
-      h.psn = w.psn;
+      h.psn = qp.next_psn;  // UD checks no PSN; numbered for traces only
+      qp.next_psn = PsnAdd(qp.next_psn, 1);
       h.src_slot = engine.me().slot;
       h.src_gen = engine.me().gen;
       h.imm = w.imm;

@@ -265,7 +265,7 @@ void Engine::Dispatch(const shm::RecordView& view) {
   view.CopyOut(0, &hdr, sizeof hdr);
   Qp* qp = hdr.dst_qpn < qp_by_qpn_.size() ? qp_by_qpn_[hdr.dst_qpn] : nullptr;
   if (!qp) {
-    if (hdr.type == wire::RecordType::kSend) {
+    if (wire::IsRequest(hdr.type)) {
       // No such QP here. A NIC would drop the packet and let the requester
       // time out; we tell it at once (it reports the same status).
       if (auto peer = Peer(ProcRef{hdr.src_slot, hdr.src_gen}))
@@ -274,7 +274,7 @@ void Engine::Dispatch(const shm::RecordView& view) {
     return;
   }
   std::lock_guard<SpinLock> lock(qp->lock);
-  if (hdr.type == wire::RecordType::kSend) {
+  if (wire::IsRequest(hdr.type)) {
     if (transport::OnRequest(*this, *qp, hdr, view) && !qp->ack_pending) {
       qp->ack_pending = true;
       ack_list_.push_back(qp);
@@ -283,6 +283,8 @@ void Engine::Dispatch(const shm::RecordView& view) {
     transport::OnAck(*this, *qp, hdr);
   } else if (hdr.type == wire::RecordType::kDatagram) {
     transport::OnDatagram(*this, *qp, hdr, view);
+  } else {
+    transport::OnOneSidedResponse(*this, *qp, hdr, view);  // READ/atomic responses
   }
 }
 

@@ -41,6 +41,9 @@ struct PeerLink {
   // Set once the peer answered kPullRefused: it cannot read our memory with
   // cross-memory attach, so bulk data to it goes by fragments.
   std::atomic<bool> pull_refused{false};
+  // Set once process_vm_readv/writev into the peer was refused: one-sided
+  // operations to it go through its ring (two copies).
+  std::atomic<bool> direct_refused{false};
 };
 
 class Engine {

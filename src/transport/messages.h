@@ -10,10 +10,25 @@
 namespace softrdma::wire {
 
 enum class RecordType : uint8_t {
-  kSend = 1,      // SEND / SEND_WITH_IMM request
-  kAck = 2,       // ACK or NAK from a responder to a requester
-  kDatagram = 3,  // UD SEND / SEND_WITH_IMM (transport/datagram.cpp): never answered
+  kSend = 1,  // SEND / SEND_WITH_IMM request
+  kAck = 2,   // ACK or NAK from a responder to a requester
+  // One-sided operations (transport/one_sided.cpp). Requests carry a
+  // OneSidedEth after the header. The initiator executes WRITE/READ/atomics
+  // itself where it can; these records are the two-copy path, the
+  // notification half of WRITE_WITH_IMM, and error notices.
+  kWrite = 3,           // WRITE[_WITH_IMM]: data inline/fragments, or none (kFlagPlaced)
+  kRead = 4,            // READ request, answered by kReadResponse records
+  kAtomic = 5,          // CMP_AND_SWP / FETCH_AND_ADD, answered by kAtomicResponse
+  kReadResponse = 6,    // READ data for the request with this PSN (fragments)
+  kAtomicResponse = 7,  // the original value (OneSidedEth::compare_add)
+  kRemoteError = 8,     // the initiator found an access violation: go to ERR
+  kDatagram = 9,        // UD SEND / SEND_WITH_IMM (transport/datagram.cpp): never answered
 };
+
+inline bool IsRequest(RecordType t) {
+  return t == RecordType::kSend || t == RecordType::kWrite || t == RecordType::kRead ||
+         t == RecordType::kAtomic || t == RecordType::kRemoteError;
+}
 
 // How a request's payload travels.
 enum class PayloadMode : uint8_t {
@@ -28,6 +43,8 @@ enum RequestFlags : uint8_t {
   kFlagSolicited = 1 << 0,
   kFlagHasImm = 1 << 1,
   kFlagLastFragment = 1 << 2,
+  kFlagPlaced = 1 << 3,   // kWrite: the initiator already wrote the data itself
+  kFlagCmpSwap = 1 << 4,  // kAtomic: compare-and-swap (else fetch-and-add)
 };
 
 // ACK/NAK syndromes (our own numbering; the mapping to work-completion
@@ -61,6 +78,16 @@ struct RecordHeader {
   uint32_t reserved;
 };
 static_assert(sizeof(RecordHeader) == 48);
+
+// Follows the header of one-sided requests (like RoCE's RETH/AtomicETH).
+struct OneSidedEth {
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t reserved;
+  uint64_t compare_add;
+  uint64_t swap;
+};
+static_assert(sizeof(OneSidedEth) == 32);
 
 // An element of the kPull iovec list.
 struct RemoteIov {

@@ -7,10 +7,10 @@
 namespace softrdma::transport {
 
 void EnterError(Engine& engine, Qp& qp) {
-  (void)engine;
   if (qp.state != IBV_QPS_ERR) {
     qp.state = IBV_QPS_ERR;
     qp.qpx.qp_base.state = IBV_QPS_ERR;
+    PublishQp(engine, qp);  // initiators stop executing one-sided operations on it
   }
   // Every remaining send WQE completes with a flush error, in order, signaled
   // or not; then every receive WQE (those of an SRQ are not the QP's).
@@ -57,6 +57,7 @@ void ResetQueues(Qp& qp) {
   qp.frag_active = false;
   qp.frag_received = 0;
   qp.ack_pending = false;
+  qp.responses.clear();
   qp.next_psn = 0;
   qp.epsn = 0;
 }

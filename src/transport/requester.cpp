@@ -35,6 +35,7 @@ int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   // A UD message is one packet: refused here rather than dropped on the way
   // (rxe drops it and reports success), so the error shows where it is made.
   if (qp.type == IBV_QPT_UD && (!wr.wr.ud.ah || sum > (128u << limits::kActiveMtu))) return EINVAL;
+  if (int rc = ValidateOneSidedWr(qp, wr, sum)) return rc;
   *total = sum;
   return 0;
 }
@@ -77,8 +78,9 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       w.ud.remote_qkey =
           (wr->wr.ud.remote_qkey & 0x80000000u) ? qp.attr.qkey : wr->wr.ud.remote_qkey;
     }
-    w.psn = qp.next_psn;
-    qp.next_psn = PsnAdd(qp.next_psn, 1);
+    // The PSN is assigned at first transmission (Transmit): operations the
+    // initiator executes directly never use one.
+    CaptureOneSidedWr(w, *wr);
     if (w.is_inline) {
       // Inline data is taken at post time (no lkey needed): the application
       // may reuse its buffer as soon as ibv_post_send returns.
@@ -240,7 +242,32 @@ void Transmit(Engine& engine, Qp& qp) {
   // The retransmit timer runs from the moment the oldest WQE starts out.
   if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.last_ack_ns = NowNs();
   while (qp.sq_tx != qp.sq.head) {
-    TxResult r = TransmitOne(engine, qp, qp.sq_tx);
+    // --- one-sided operations and fences (one_sided.cpp)
+    SendWqe& w = qp.sq.at(qp.sq_tx);
+    if (w.fenced && FenceBlocks(qp)) {
+      qp.tx_blocked = true;  // resumed when the completer retires them
+      return;
+    }
+    TxResult r = TxResult::kSent;
+    if (IsOneSided(w.opcode)) {
+      OneSidedTx o = TransmitOneSided(engine, qp, qp.sq_tx);
+      if (o == OneSidedTx::kRetired) continue;
+      if (o == OneSidedTx::kStopped) return;
+      if (o == OneSidedTx::kWait) {
+        qp.tx_blocked = true;
+        return;
+      }
+      if (o == OneSidedTx::kBlocked) r = TxResult::kBlocked;
+      if (o == OneSidedTx::kFailed) r = TxResult::kFailed;
+    } else {
+      if (!w.has_psn) {
+        w.psn = qp.next_psn;
+        qp.next_psn = PsnAdd(qp.next_psn, 1);
+        w.has_psn = true;
+      }
+      r = TransmitOne(engine, qp, qp.sq_tx);
+    }
+    // ---
     if (r == TxResult::kBlocked) {
       qp.tx_blocked = true;
       engine.NeedService(&qp);
@@ -266,6 +293,14 @@ void Transmit(Engine& engine, Qp& qp) {
 
 bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   bool did = false;
+  // Two-copy READ/atomic responses waiting for ring space go first (before
+  // any ACK that would overtake them).
+  if (!qp.responses.empty()) {
+    if (FlushResponses(engine, qp))
+      did = true;
+    else
+      engine.NeedService(&qp);
+  }
   if (qp.ack_pending) {
     if (SendAck(engine, qp))
       did = true;

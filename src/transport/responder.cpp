@@ -121,6 +121,7 @@ void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire
 
 bool SendAck(Engine& engine, Qp& qp) {
   if (!qp.peer) return true;
+  if (!qp.responses.empty()) return false;  // READ/atomic responses go first (one_sided.cpp)
   wire::RecordHeader h{};
   h.type = wire::RecordType::kAck;
   h.syndrome = wire::Syndrome::kAck;
@@ -143,6 +144,8 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num ||
       req.src_slot != qp.peer->ref.slot || req.src_gen != qp.peer->ref.gen)
     return false;  // an RC or UC QP only talks to its connected peer
+  // RDMA WRITE/READ/atomics (two-copy path) and error notices.
+  if (req.type != wire::RecordType::kSend) return OnOneSidedRequest(engine, qp, req, view);
   const bool fragment = req.mode == wire::PayloadMode::kFragment;
   // UC (rc-transport.md §8): no ACKs, NAKs or RNR; what cannot be placed is
   // dropped. A message start is accepted whatever its PSN and resynchronises

@@ -64,6 +64,38 @@ bool SendAck(Engine& engine, Qp& qp);
 void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
              uint32_t rnr_timer = 0);
 
+// --- one-sided operations (one_sided.cpp): RDMA WRITE/READ and atomics
+bool IsOneSided(ibv_wr_opcode op);
+// Post-time checks beyond the common ones (atomic size/alignment, inline).
+int ValidateOneSidedWr(const Qp& qp, const ibv_send_wr& wr, uint64_t total);
+// Fills the WQE's one-sided fields (remote address, keys, fence, ...).
+void CaptureOneSidedWr(SendWqe& w, const ibv_send_wr& wr);
+// True while an IBV_SEND_FENCE WQE must wait (earlier READ/atomic outstanding).
+bool FenceBlocks(Qp& qp);
+enum class OneSidedTx {
+  kSent,     // request record(s) on the peer's ring: advance sq_tx
+  kBlocked,  // the peer's ring is full: retry later
+  kFailed,   // bad local SGE (handled like the SEND path)
+  kRetired,  // executed directly and retired (sq.tail and sq_tx advanced)
+  kWait,     // must wait until the earlier WQEs complete
+  kStopped,  // completed with an error: the QP is in ERR
+};
+OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index);
+// Responder side of kWrite/kRead/kAtomic/kRemoteError records. Returns true
+// if an ACK must be sent.
+bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                       const shm::RecordView& view);
+// Sends queued READ/atomic responses in order. false = the ring is full.
+bool FlushResponses(Engine& engine, Qp& qp);
+// Requester side of kReadResponse/kAtomicResponse records.
+void OnOneSidedResponse(Engine& engine, Qp& qp, const wire::RecordHeader& resp,
+                        const shm::RecordView& view);
+// Publishes the QP's PD, access flags, state and peer for initiators.
+void PublishQp(Engine& engine, Qp& qp, bool destroyed = false);
+// Completer: retires WQEs acknowledged up to `psn`; a READ/atomic only once
+// its response arrived.
+void RetireAcked(Qp& qp, uint32_t psn, bool inclusive);
+
 // --- state changes (qp_errors.cpp)
 // Moves the QP to ERR and flushes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
 void EnterError(Engine& engine, Qp& qp);

@@ -155,7 +155,7 @@ TEST_F(Errors, PostingRules) {
   EXPECT_EQ(PostSend(a, 1, &bs, 1, IBV_SEND_INLINE), EINVAL);
   // Opcodes not implemented yet fail loudly.
   ibv_send_wr w{};
-  w.opcode = IBV_WR_RDMA_WRITE;
+  w.opcode = IBV_WR_BIND_MW;
   w.sg_list = &s;
   w.num_sge = 1;
   EXPECT_EQ(ibv_post_send(a, &w, &bad), EOPNOTSUPP);

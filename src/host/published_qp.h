@@ -1,0 +1,56 @@
+// What an initiator must know about a target QP to execute RDMA READ, WRITE
+// and atomics itself (without the target's CPU): its PD, its remote access
+// flags, its state and whom it is connected to. The owner publishes these in
+// the host registry, one entry per QPN, under a sequence counter; initiators
+// in other processes read them seqlock-style (odd = being changed).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace softrdma {
+
+struct PublishedQp {
+  std::atomic<uint32_t> seq;
+  uint32_t owner_slot;  // registry slot + generation of the owning process:
+  uint32_t owner_gen;   // a QPN reused by another process never matches
+  uint32_t pd_id;       // the owner's PD id (MR entries record the same ids)
+  uint32_t access;      // qp_access_flags (IBV_ACCESS_REMOTE_*)
+  uint32_t state;       // ibv_qp_state
+  uint32_t dest_qpn;    // the QP it is connected to (RC)
+  uint32_t type;        // ibv_qp_type
+};
+static_assert(sizeof(PublishedQp) == 32);
+
+// A consistent copy of a published entry.
+struct QpSnapshot {
+  uint32_t owner_slot, owner_gen, pd_id, access, state, dest_qpn, type;
+};
+
+// Writer side (the owner, under the QP's lock).
+inline void PublishQpEntry(PublishedQp& e, const QpSnapshot& s) {
+  uint32_t seq = e.seq.load(std::memory_order_relaxed);
+  e.seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.owner_slot = s.owner_slot;
+  e.owner_gen = s.owner_gen;
+  e.pd_id = s.pd_id;
+  e.access = s.access;
+  e.state = s.state;
+  e.dest_qpn = s.dest_qpn;
+  e.type = s.type;
+  e.seq.store(seq + 2, std::memory_order_release);
+}
+
+// Reader side: retries while the owner is changing the entry.
+inline QpSnapshot ReadQpEntry(const PublishedQp& e) {
+  for (;;) {
+    uint32_t s1 = e.seq.load(std::memory_order_acquire);
+    if (s1 & 1) continue;
+    QpSnapshot s{e.owner_slot, e.owner_gen, e.pd_id, e.access, e.state, e.dest_qpn, e.type};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.seq.load(std::memory_order_relaxed) == s1) return s;
+  }
+}
+
+}  // namespace softrdma

@@ -1,0 +1,614 @@
+// One-sided operations: RDMA WRITE (with immediate), RDMA READ and atomics.
+//
+// One copy, no target CPU: where cross-memory attach works, the initiator
+// executes the operation itself against the target's published MR table
+// (rkey, bounds, access, PD) and the target QP's published attributes (PD,
+// remote access flags, state, connected QPN), moving the bytes with one
+// process_vm_writev/readv. Such a WQE runs only at the head of the send
+// queue (every earlier WQE is complete), so it completes at once and in
+// order; the target's ring is not involved (WRITE_WITH_IMM adds a record
+// that consumes the target's receive WQE).
+//
+// Two copies: where cross-memory attach is refused (or SOFTRDMA_CMA=0) the
+// same operations travel as request records (kWrite/kRead/kAtomic) with
+// PSNs, executed by the target's progress and answered by ACKs or by
+// response records (kReadResponse/kAtomicResponse) that the target queues in
+// order in Qp::responses until the initiator's ring has room. The shm wire
+// never loses a response, so duplicate READ/atomic requests (after a rewind)
+// are dropped: the original answer is queued or already delivered.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/limits.h"
+#include "transport/atomics.h"
+#include "transport/engine.h"
+#include "transport/transport.h"
+#include "util/clock.h"
+#include "util/config.h"
+#include "util/log.h"
+
+namespace softrdma::transport {
+
+namespace {
+
+constexpr uint32_t kResponseChunk = 8192;  // READ response fragments (two-copy path)
+enum : uint8_t { kResponseRead = 1, kResponseAtomic = 2, kResponseNak = 3 };
+
+bool IsAtomic(ibv_wr_opcode op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+uint32_t NeededAccess(ibv_wr_opcode op) {
+  if (op == IBV_WR_RDMA_READ) return IBV_ACCESS_REMOTE_READ;
+  if (IsAtomic(op)) return IBV_ACCESS_REMOTE_ATOMIC;
+  return IBV_ACCESS_REMOTE_WRITE;
+}
+
+bool StateAcceptsRequests(uint32_t s) {
+  return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+// The WQE's local SGEs as iovecs; READ/atomic results need LOCAL_WRITE.
+int ResolveLocalSges(Engine& engine, Qp& qp, uint32_t index, uint32_t access, iovec* out) {
+  const SendWqe& w = qp.sq.at(index);
+  if (w.is_inline) {
+    out[0] = iovec{qp.inline_slot(index), w.total_len};
+    return w.total_len ? 1 : 0;
+  }
+  const ibv_sge* sge = qp.sq.sge_of(index);
+  int n = 0;
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    if (sge[i].length == 0) continue;
+    uint64_t host = 0;
+    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
+                                 qp.pd->id, access, &host) != 0)
+      return -1;
+    out[n++] = iovec{reinterpret_cast<void*>(host), sge[i].length};
+  }
+  return n;
+}
+
+void AssignPsn(Qp& qp, SendWqe& w) {
+  if (w.has_psn) return;
+  w.psn = qp.next_psn;
+  qp.next_psn = PsnAdd(qp.next_psn, 1);
+  w.has_psn = true;
+}
+
+wire::RecordHeader BaseHeader(Engine& engine, const Qp& qp, wire::RecordType type) {
+  wire::RecordHeader h{};
+  h.type = type;
+  h.src_qpn = qp.qpx.qp_base.qp_num;
+  h.dst_qpn = qp.attr.dest_qp_num;
+  h.src_slot = engine.me().slot;
+  h.src_gen = engine.me().gen;
+  return h;
+}
+
+// Tells the target QP that we found an access violation, so that it moves
+// to ERR as a responder sending an access NAK would. Best effort: a full
+// ring loses it (the target then learns of it no other way).
+void NotifyRemoteError(Engine& engine, Qp& qp) {
+  wire::RecordHeader h = BaseHeader(engine, qp, wire::RecordType::kRemoteError);
+  engine.Send(*qp.peer, h, nullptr, 0);
+}
+
+enum class Direct { kDone, kUseRing, kFailed };
+
+// Copies between our iovecs and [addr, addr+len) of the peer.
+int MoveBytes(PeerLink& peer, const iovec* local, int nlocal, uint64_t addr, uint64_t len,
+              bool write) {
+  if (peer.pid == getpid()) {
+    auto* p = reinterpret_cast<uint8_t*>(addr);
+    for (int i = 0; i < nlocal; ++i) {
+      // memmove: a WRITE/READ between QPs of one process may overlap itself.
+      if (write)
+        memmove(p, local[i].iov_base, local[i].iov_len);
+      else
+        memmove(local[i].iov_base, p, local[i].iov_len);
+      p += local[i].iov_len;
+    }
+    return 0;
+  }
+  iovec remote{reinterpret_cast<void*>(addr), len};
+  ssize_t n = write ? process_vm_writev(peer.pid, local, nlocal, &remote, 1, 0)
+                    : process_vm_readv(peer.pid, local, nlocal, &remote, 1, 0);
+  if (n == static_cast<ssize_t>(len)) return 0;
+  return n < 0 ? errno : EFAULT;
+}
+
+// Executes the WQE at the head of the SQ against the peer's memory.
+Direct ExecuteDirect(Engine& engine, Qp& qp, uint32_t index, ibv_wc_status* status) {
+  SendWqe& w = qp.sq.at(index);
+  PeerLink& peer = *qp.peer;
+  const PublishedQp* pub = engine.registry().published_qp(qp.attr.dest_qp_num);
+  if (!pub) return Direct::kUseRing;
+  QpSnapshot t = ReadQpEntry(*pub);
+  // Anything unusual (the target QP not ready, connected elsewhere, owned by
+  // another process) takes the ring path, whose rules cover it.
+  if (t.owner_slot != peer.ref.slot || t.owner_gen != peer.ref.gen ||
+      !StateAcceptsRequests(t.state) || t.dest_qpn != qp.qpx.qp_base.qp_num)
+    return Direct::kUseRing;
+
+  const uint32_t need = NeededAccess(w.opcode);
+  const uint64_t len = w.total_len;
+  const bool to_peer = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  iovec local[limits::kMaxSge];
+  int nlocal = ResolveLocalSges(engine, qp, index, to_peer ? 0 : IBV_ACCESS_LOCAL_WRITE, local);
+  if (nlocal < 0) {
+    *status = IBV_WC_LOC_PROT_ERR;
+    return Direct::kFailed;
+  }
+  if (!(t.access & need)) {
+    *status = IBV_WC_REM_ACCESS_ERR;
+    return Direct::kFailed;
+  }
+  if (len == 0 && !IsAtomic(w.opcode)) return Direct::kDone;  // no rkey check (spec)
+
+  uint64_t host = 0;
+  const MrEntry* held = nullptr;
+  if (MrTable::BeginRemoteAccess(peer.mrs, w.rkey, w.remote_addr, len, t.pd_id, need, &host,
+                                 &held) != 0) {
+    *status = IBV_WC_REM_ACCESS_ERR;
+    return Direct::kFailed;
+  }
+  int err = 0;
+  if (IsAtomic(w.opcode)) {
+    AtomicLocks locks(engine.registry().atomic_lock_words());
+    AtomicOp op{w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP, w.compare_add, w.swap};
+    uint64_t original = 0;
+    AtomicResult r = ExecuteAtomic(locks, peer.pid, peer.ref.slot, host, op, &original);
+    err = r == AtomicResult::kOk        ? 0
+          : r == AtomicResult::kRefused ? EPERM
+          : r == AtomicResult::kGone    ? ESRCH
+                                        : EFAULT;
+    if (!err) memcpy(local[0].iov_base, &original, 8);  // validated: one 8-byte SGE
+  } else {
+    err = MoveBytes(peer, local, nlocal, host, len, to_peer);
+  }
+  MrTable::EndRemoteAccess(*held);
+  if (err == EPERM || err == EACCES || err == ENOSYS) {
+    SOFTRDMA_LOG(kInfo,
+                 "cross-memory attach to pid %d refused (%s): one-sided operations use "
+                 "the two-copy path",
+                 peer.pid, strerror(err));
+    peer.direct_refused.store(true, std::memory_order_relaxed);
+    return Direct::kUseRing;
+  }
+  if (err == ESRCH) {
+    *status = IBV_WC_RETRY_EXC_ERR;  // the target process is gone
+    return Direct::kFailed;
+  }
+  if (err) {
+    // The region is registered but its pages are not mapped (any more).
+    *status = IBV_WC_REM_ACCESS_ERR;
+    return Direct::kFailed;
+  }
+  return Direct::kDone;
+}
+
+// Sends the WQE as request records (two-copy path, or the notification of
+// a directly placed WRITE_WITH_IMM).
+OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
+  SendWqe& w = qp.sq.at(index);
+  AssignPsn(qp, w);
+  wire::RecordType type = w.opcode == IBV_WR_RDMA_READ ? wire::RecordType::kRead
+                          : IsAtomic(w.opcode)         ? wire::RecordType::kAtomic
+                                                       : wire::RecordType::kWrite;
+  wire::RecordHeader h = BaseHeader(engine, qp, type);
+  h.psn = w.psn;
+  h.total_len = w.total_len;
+  h.imm = w.imm;
+  h.flags = static_cast<uint8_t>((w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? wire::kFlagHasImm : 0) |
+                                 (w.solicited ? wire::kFlagSolicited : 0) |
+                                 (placed ? wire::kFlagPlaced : 0) |
+                                 (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? wire::kFlagCmpSwap : 0));
+  wire::OneSidedEth eth{w.remote_addr, w.rkey, 0, w.compare_add, w.swap};
+  iovec parts[limits::kMaxSge + 2];
+  parts[0] = iovec{&h, sizeof h};
+  parts[1] = iovec{&eth, sizeof eth};
+  if (type != wire::RecordType::kWrite || placed || w.total_len == 0) {
+    h.mode = wire::PayloadMode::kInline;
+    return engine.SendGather(*qp.peer, h, parts, 2) ? OneSidedTx::kSent : OneSidedTx::kBlocked;
+  }
+  iovec local[limits::kMaxSge];
+  int nlocal = ResolveLocalSges(engine, qp, index, 0, local);
+  if (nlocal < 0) return OneSidedTx::kFailed;
+  // WRITE data: in one record when small, else in fragments, resuming where
+  // a full ring stopped us.
+  const uint32_t piece = std::max<uint32_t>(GetConfig().shm_inline_max, 1);
+  h.mode = w.total_len <= piece ? wire::PayloadMode::kInline : wire::PayloadMode::kFragment;
+  while (w.tx_offset < w.total_len) {
+    uint32_t len = std::min(std::max(piece, 8192u), w.total_len - w.tx_offset);
+    int n = 2;
+    uint64_t skip = w.tx_offset, want = len;
+    for (int i = 0; i < nlocal && want; ++i) {
+      if (skip >= local[i].iov_len) {
+        skip -= local[i].iov_len;
+        continue;
+      }
+      uint64_t take = std::min<uint64_t>(local[i].iov_len - skip, want);
+      parts[n++] = iovec{static_cast<uint8_t*>(local[i].iov_base) + skip, take};
+      want -= take;
+      skip = 0;
+    }
+    h.frag_offset = w.tx_offset;
+    h.payload_len = len;
+    h.flags =
+        static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
+                             (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
+    if (!engine.SendGather(*qp.peer, h, parts, n)) return OneSidedTx::kBlocked;
+    w.tx_offset += len;
+  }
+  return OneSidedTx::kSent;
+}
+
+}  // namespace
+
+bool IsOneSided(ibv_wr_opcode op) {
+  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+         IsAtomic(op);
+}
+
+int ValidateOneSidedWr(const Qp& qp, const ibv_send_wr& wr, uint64_t total) {
+  (void)qp;
+  if (wr.opcode == IBV_WR_RDMA_READ || IsAtomic(wr.opcode)) {
+    if (wr.send_flags & IBV_SEND_INLINE) return EINVAL;  // results land in local memory
+  }
+  if (IsAtomic(wr.opcode)) {
+    // 8 bytes, naturally aligned (rc-transport.md §3.1: refused at post time).
+    if (total != 8 || wr.num_sge != 1 || (wr.wr.atomic.remote_addr & 7)) return EINVAL;
+  }
+  return 0;
+}
+
+void CaptureOneSidedWr(SendWqe& w, const ibv_send_wr& wr) {
+  w.has_psn = false;
+  w.placed = false;
+  w.resp_done = false;
+  w.rx_offset = 0;
+  w.fenced = wr.send_flags & IBV_SEND_FENCE;
+  w.rkey = 0;
+  w.remote_addr = w.compare_add = w.swap = 0;
+  if (IsAtomic(wr.opcode)) {
+    w.remote_addr = wr.wr.atomic.remote_addr;
+    w.rkey = wr.wr.atomic.rkey;
+    w.compare_add = wr.wr.atomic.compare_add;
+    w.swap = wr.wr.atomic.swap;
+  } else if (IsOneSided(wr.opcode)) {
+    w.remote_addr = wr.wr.rdma.remote_addr;
+    w.rkey = wr.wr.rdma.rkey;
+  }
+  if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) w.imm = wr.imm_data;
+}
+
+bool FenceBlocks(Qp& qp) {
+  for (uint32_t i = qp.sq.tail; i != qp.sq_tx; ++i) {
+    ibv_wr_opcode op = qp.sq.at(i).opcode;
+    if (op == IBV_WR_RDMA_READ || IsAtomic(op)) return true;
+  }
+  return false;
+}
+
+OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
+  SendWqe& w = qp.sq.at(index);
+  // A WRITE_WITH_IMM whose data is placed only resends its notification.
+  if (w.placed) return SendRequest(engine, qp, index, true);
+  const bool direct_possible = GetConfig().cma_allowed &&
+                               !qp.peer->direct_refused.load(std::memory_order_relaxed) &&
+                               !w.has_psn;  // a retransmitted ring request stays on the ring
+  if (direct_possible) {
+    // Runs only at the head, so that it completes in SQ order at once.
+    if (index != qp.sq.tail) return OneSidedTx::kWait;
+    ibv_wc_status status = IBV_WC_SUCCESS;
+    Direct d = ExecuteDirect(engine, qp, index, &status);
+    if (d == Direct::kFailed) {
+      FailSendHead(engine, qp, status);
+      if (status == IBV_WC_REM_ACCESS_ERR) NotifyRemoteError(engine, qp);
+      return OneSidedTx::kStopped;
+    }
+    if (d == Direct::kDone) {
+      // WRITE_WITH_IMM: the data is placed; a record consumes the target's
+      // receive WQE (and is retried on RNR: the data stays placed).
+      if (w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        w.placed = true;
+        return SendRequest(engine, qp, index, true);
+      }
+      if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
+      ++qp.sq.tail;
+      ++qp.sq_tx;
+      return OneSidedTx::kRetired;
+    }
+  }
+  // Initiator depth (rc-transport.md §3.3): at most max_rd_atomic READ/atomic
+  // requests outstanding on the ring; the rest of the queue waits in order.
+  if ((w.opcode == IBV_WR_RDMA_READ || IsAtomic(w.opcode)) && !w.has_psn) {
+    uint32_t outstanding = 0;
+    for (uint32_t i = qp.sq.tail; i != index; ++i) {
+      const SendWqe& e = qp.sq.at(i);
+      outstanding += (e.opcode == IBV_WR_RDMA_READ || IsAtomic(e.opcode)) && !e.resp_done;
+    }
+    if (outstanding >= std::max<uint32_t>(qp.attr.max_rd_atomic, 1)) return OneSidedTx::kWait;
+  }
+  return SendRequest(engine, qp, index, false);
+}
+
+// ---------------------------------------------------------------- responder
+
+namespace {
+
+// The responder's hold on one of its own regions while it copies (two-copy
+// path): deregistration in another thread waits for it, so the memory is
+// not unmapped under the copy.
+class RegionHold {
+ public:
+  RegionHold(Engine& engine, const Qp& qp, uint32_t rkey, uint64_t addr, uint64_t len,
+             uint32_t access) {
+    ok_ = MrTable::BeginRemoteAccess(engine.mr_table().entries(), rkey, addr, len, qp.pd->id,
+                                     access, &host_, &held_) == 0;
+  }
+  ~RegionHold() {
+    if (ok_) MrTable::EndRemoteAccess(*held_);
+  }
+  RegionHold(const RegionHold&) = delete;
+  RegionHold& operator=(const RegionHold&) = delete;
+  bool ok() const { return ok_; }
+  uint64_t host() const { return host_; }
+
+ private:
+  bool ok_ = false;
+  uint64_t host_ = 0;
+  const MrEntry* held_ = nullptr;
+};
+
+// NAKs must not overtake READ/atomic responses still queued before them.
+void QueueNak(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Syndrome why,
+              uint32_t rnr_timer = 0) {
+  if (qp.responses.empty()) {
+    SendNak(engine, *qp.peer, req, why, rnr_timer);
+    return;
+  }
+  PendingResponse r{};
+  r.kind = kResponseNak;
+  r.syndrome = static_cast<uint8_t>(why);
+  r.psn = req.psn;
+  r.value = rnr_timer;
+  qp.responses.push_back(r);
+}
+
+// An access NAK moves the responder to ERR too (rc-transport.md §4.6).
+bool Violation(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Syndrome why) {
+  QueueNak(engine, qp, req, why);
+  FlushResponses(engine, qp);
+  EnterError(engine, qp);
+  return false;
+}
+
+void CompleteWriteImm(Qp& qp, const wire::RecordHeader& req) {
+  ibv_wc wc{};
+  wc.wr_id = qp.rq.at(qp.rq.tail).wr_id;
+  wc.status = IBV_WC_SUCCESS;
+  wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+  wc.byte_len = req.total_len;
+  wc.qp_num = qp.qpx.qp_base.qp_num;
+  wc.src_qp = req.src_qpn;
+  wc.wc_flags = IBV_WC_WITH_IMM;
+  wc.imm_data = req.imm;
+  ++qp.rq.tail;
+  qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) != 0);
+}
+
+}  // namespace
+
+bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                       const shm::RecordView& view) {
+  if (req.type == wire::RecordType::kRemoteError) {
+    EnterError(engine, qp);
+    return false;
+  }
+  if (req.psn != qp.epsn) {
+    // A duplicate WRITE is re-acknowledged; READ/atomic answers are never
+    // lost on this wire, so their duplicates are dropped.
+    return req.type == wire::RecordType::kWrite && PsnBefore(req.psn, qp.epsn);
+  }
+  wire::OneSidedEth eth;
+  if (view.size() < sizeof req + sizeof eth ||
+      view.size() - sizeof req - sizeof eth < req.payload_len)
+    return false;  // malformed: drop
+  view.CopyOut(sizeof req, &eth, sizeof eth);
+  const uint32_t data_off = sizeof req + sizeof eth;
+
+  uint32_t need = req.type == wire::RecordType::kRead     ? IBV_ACCESS_REMOTE_READ
+                  : req.type == wire::RecordType::kAtomic ? IBV_ACCESS_REMOTE_ATOMIC
+                                                          : IBV_ACCESS_REMOTE_WRITE;
+  if (!(qp.attr.qp_access_flags & need))
+    return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+
+  switch (req.type) {
+    case wire::RecordType::kWrite: {
+      const bool fragment = req.mode == wire::PayloadMode::kFragment;
+      if (fragment && req.frag_offset == 0) {
+        qp.frag_received = 0;
+        qp.frag_active = false;
+      }
+      if (fragment && (req.frag_offset != qp.frag_received || (req.frag_offset && !qp.frag_active)))
+        return false;  // the tail of a message we NAKed
+      const bool imm = req.flags & wire::kFlagHasImm;
+      if (imm && qp.rq.size() == 0) {
+        QueueNak(engine, qp, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
+        return false;
+      }
+      if (!(req.flags & wire::kFlagPlaced) && req.total_len > 0) {
+        RegionHold hold(engine, qp, eth.rkey, eth.remote_addr, req.total_len,
+                        IBV_ACCESS_REMOTE_WRITE);
+        if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+        uint32_t off = fragment ? req.frag_offset : 0;
+        if (off + uint64_t{req.payload_len} > req.total_len) return false;  // malformed
+        view.CopyOut(data_off, reinterpret_cast<void*>(hold.host() + off), req.payload_len);
+      }
+      if (fragment) {
+        qp.frag_received += req.payload_len;
+        qp.frag_active = true;
+        if (!(req.flags & wire::kFlagLastFragment)) return false;  // more to come
+        qp.frag_active = false;
+        qp.frag_received = 0;
+      }
+      if (imm) CompleteWriteImm(qp, req);
+      qp.epsn = PsnAdd(qp.epsn, 1);
+      return true;
+    }
+    case wire::RecordType::kRead: {
+      if (req.total_len > 0) {
+        uint64_t host = 0;
+        if (engine.mr_table().Lookup(KeyKind::kRemote, eth.rkey, eth.remote_addr, req.total_len,
+                                     qp.pd->id, IBV_ACCESS_REMOTE_READ, &host) != 0)
+          return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+      }
+      PendingResponse r{};
+      r.kind = kResponseRead;
+      r.psn = req.psn;
+      r.rkey = eth.rkey;
+      r.addr = eth.remote_addr;
+      r.len = req.total_len;
+      qp.responses.push_back(r);
+      break;
+    }
+    case wire::RecordType::kAtomic: {
+      if (req.total_len != 8 || (eth.remote_addr & 7))
+        return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
+      RegionHold hold(engine, qp, eth.rkey, eth.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
+      if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+      AtomicLocks locks(engine.registry().atomic_lock_words());
+      AtomicOp op{(req.flags & wire::kFlagCmpSwap) != 0, eth.compare_add, eth.swap};
+      PendingResponse r{};
+      r.kind = kResponseAtomic;
+      r.psn = req.psn;
+      ExecuteAtomic(locks, getpid(), engine.me().slot, hold.host(), op, &r.value);
+      qp.responses.push_back(r);
+      break;
+    }
+    default:
+      return false;
+  }
+  qp.epsn = PsnAdd(qp.epsn, 1);
+  if (!FlushResponses(engine, qp)) engine.NeedService(&qp);
+  return false;  // the response is the acknowledgement
+}
+
+bool FlushResponses(Engine& engine, Qp& qp) {
+  if (!qp.peer) {
+    qp.responses.clear();
+    return true;
+  }
+  while (!qp.responses.empty()) {
+    PendingResponse& r = qp.responses.front();
+    wire::RecordHeader h{};
+    h.src_qpn = qp.qpx.qp_base.qp_num;
+    h.dst_qpn = qp.attr.dest_qp_num;
+    h.psn = r.psn;
+    h.src_slot = engine.me().slot;
+    h.src_gen = engine.me().gen;
+    if (r.kind == kResponseNak) {
+      h.type = wire::RecordType::kAck;
+      h.syndrome = static_cast<wire::Syndrome>(r.syndrome);
+      h.rnr_timer = static_cast<uint32_t>(r.value);
+      if (!engine.Send(*qp.peer, h, nullptr, 0)) return false;
+    } else if (r.kind == kResponseAtomic) {
+      h.type = wire::RecordType::kAtomicResponse;
+      h.total_len = 8;
+      h.payload_len = 8;
+      h.flags = wire::kFlagLastFragment;
+      if (!engine.Send(*qp.peer, h, &r.value, 8)) return false;
+    } else {
+      uint32_t chunk = std::min(kResponseChunk, r.len - r.sent);
+      RegionHold hold(engine, qp, r.rkey, r.addr + r.sent, chunk, IBV_ACCESS_REMOTE_READ);
+      if (chunk && !hold.ok()) {
+        // Deregistered while the response was going out.
+        r.kind = kResponseNak;
+        r.syndrome = static_cast<uint8_t>(wire::Syndrome::kNakRemoteAccess);
+        continue;
+      }
+      h.type = wire::RecordType::kReadResponse;
+      h.total_len = r.len;
+      h.frag_offset = r.sent;
+      h.payload_len = chunk;
+      h.flags = r.sent + chunk == r.len ? wire::kFlagLastFragment : 0;
+      if (!engine.Send(*qp.peer, h, reinterpret_cast<const void*>(hold.host()), chunk))
+        return false;
+      r.sent += chunk;
+      if (r.sent < r.len) continue;
+    }
+    qp.responses.pop_front();
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- completer
+
+void OnOneSidedResponse(Engine& engine, Qp& qp, const wire::RecordHeader& resp,
+                        const shm::RecordView& view) {
+  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) return;
+  if (resp.src_qpn != qp.attr.dest_qp_num) return;
+  if (view.size() < sizeof resp || view.size() - sizeof resp < resp.payload_len) return;
+  uint32_t index = qp.sq.tail;
+  for (; index != qp.sq.head; ++index) {
+    const SendWqe& w = qp.sq.at(index);
+    if (w.has_psn && w.psn == resp.psn) break;
+  }
+  if (index == qp.sq.head) return;  // stale
+  SendWqe& w = qp.sq.at(index);
+  const bool read = resp.type == wire::RecordType::kReadResponse;
+  if (read != (w.opcode == IBV_WR_RDMA_READ) || (!read && !IsAtomic(w.opcode)) || w.resp_done)
+    return;
+  qp.last_ack_ns = NowNs();
+  qp.retries_left = qp.attr.retry_cnt;
+  if (read && resp.frag_offset != w.rx_offset) return;  // a duplicate piece
+  iovec local[limits::kMaxSge];
+  int nlocal = ResolveLocalSges(engine, qp, index, IBV_ACCESS_LOCAL_WRITE, local);
+  if (nlocal < 0 || (!read && (nlocal != 1 || resp.payload_len != 8))) {
+    RetireAcked(qp, resp.psn, /*inclusive=*/false);
+    if (qp.sq.tail == index) FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
+    return;
+  }
+  uint64_t off = read ? resp.frag_offset : 0, len = resp.payload_len;
+  uint32_t src = sizeof resp;
+  for (int i = 0; i < nlocal && len; ++i) {
+    if (off >= local[i].iov_len) {
+      off -= local[i].iov_len;
+      continue;
+    }
+    uint64_t take = std::min<uint64_t>(local[i].iov_len - off, len);
+    view.CopyOut(src, static_cast<uint8_t*>(local[i].iov_base) + off, static_cast<uint32_t>(take));
+    src += static_cast<uint32_t>(take);
+    len -= take;
+    off = 0;
+  }
+  w.rx_offset += resp.payload_len;
+  if (resp.flags & wire::kFlagLastFragment) {
+    w.resp_done = true;
+    RetireAcked(qp, resp.psn, /*inclusive=*/true);
+  }
+  if (qp.tx_blocked) engine.NeedService(&qp);
+}
+
+// ---------------------------------------------------------------- publishing
+
+void PublishQp(Engine& engine, Qp& qp, bool destroyed) {
+  PublishedQp* e = engine.registry().published_qp(qp.qpx.qp_base.qp_num);
+  if (!e) return;
+  QpSnapshot s{};
+  s.owner_slot = engine.me().slot;
+  s.owner_gen = engine.me().gen;
+  s.pd_id = qp.pd ? qp.pd->id : 0;
+  s.access = qp.attr.qp_access_flags;
+  s.state = destroyed ? IBV_QPS_RESET : qp.state;
+  s.dest_qpn = qp.attr.dest_qp_num;
+  s.type = qp.type;
+  PublishQpEntry(*e, s);
+}
+
+}  // namespace softrdma::transport
