@@ -69,6 +69,10 @@ def human_size(n):
     return "%d B" % n
 
 
+def shorten(text, n):
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
 def fmt(v, digits=3):
     if v is None:
         return "–"
@@ -152,17 +156,23 @@ class Results:
         rc = int(row["rc"])
         key = (suite, test, size, pinned)
         if rc != 0:
-            msg = parsers.error_summary(text) if text else "no output"
+            timed_out = rc in (124, 137)
+            parts = []
+            if parsers.has_error(text) or (text and not timed_out):
+                parts.append(parsers.error_summary(text))
+            elif not text:
+                parts.append("no output")
             spath = os.path.join(self.out, row["server"]) if row.get("server") else ""
             if rc > 0 and spath and os.path.exists(spath):
                 with open(spath, errors="replace") as f:
                     stext = f.read()
                 if parsers.has_error(stext):
-                    msg += " / server: " + parsers.error_summary(stext, limit=2)
-            if rc == 124:
-                msg = "timed out | " + msg
+                    parts.append("server: " + parsers.error_summary(stext, limit=2))
+            if timed_out:
+                parts.insert(0, "timed out")
             elif rc not in (-1, -2):
-                msg = "exit code %d | %s" % (rc, msg)
+                parts.insert(0, "exit code %d" % rc)
+            msg = " | ".join(parts)
             self.errors.append((suite, test, size, pinned, rep, msg))
             return
         try:
@@ -367,10 +377,10 @@ def main(argv):
     md.append("|---|---|---:|---:|---:|---|---|")
     for name, pinned, metric, soft, ref, ratio, goal, verdict, note in targets:
         md.append("| %s | %s | %s | %s | %s | %s | **%s**%s |" % (
-            name, "0/1" if pinned else "no", metric_cell(soft, metric),
+            name, "yes" if pinned else "no", metric_cell(soft, metric),
             metric_cell(ref, metric) if ref else ("–" if note or metric == "cpu_pct" else "–"),
             ("%.2f×" % ratio) if ratio is not None else "–", goal, verdict,
-            (" (%s)" % note.replace("|", "/")) if note else ""))
+            (" (%s)" % shorten(note.replace("|", "/"), 160)) if note else ""))
     passed = sum(1 for t in targets if t[7] == "PASS")
     md.append("")
     md.append("%d of %d targets pass. Pinned: perftest and UCX server on CPU 0, client on CPU 1 "
