@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Self-test of bench/parsers.py and bench/report.py on outputs captured from real runs of
+perftest 4.5 (over softrdma), ucx_perftest 1.13 (UCX_TLS=posix,cma) and qperf 0.4.11 on
+this project's machines (bench/tests/samples). Runs no benchmark; ctest: bench.parsers.
+
+    /usr/bin/python3 bench/tests/test_parsers.py
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLES = os.path.join(HERE, "samples")
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(HERE))
+
+import parsers  # noqa: E402
+import report  # noqa: E402
+
+MIB = 1 << 20
+
+
+def sample(name):
+    with open(os.path.join(SAMPLES, name)) as f:
+        return f.read()
+
+
+class PerftestTest(unittest.TestCase):
+    def test_lat(self):
+        (row,) = parsers.parse_perftest(sample("perftest_ib_send_lat_client.txt"))
+        self.assertEqual(row["size"], 8)
+        self.assertEqual(row["iterations"], 100)
+        self.assertAlmostEqual(row["lat_typical_us"], 0.96)
+        self.assertAlmostEqual(row["lat_avg_us"], 807.73)
+        self.assertAlmostEqual(row["lat_min_us"], 0.76)
+        self.assertAlmostEqual(row["lat_p999_us"], 15227.71)
+
+    def test_lat_large(self):
+        (row,) = parsers.parse_perftest(sample("perftest_ib_send_lat_1m_client.txt"))
+        self.assertEqual(row["size"], 1048576)
+        self.assertAlmostEqual(row["lat_typical_us"], 59.62)
+
+    def test_bw(self):
+        (row,) = parsers.parse_perftest(sample("perftest_ib_send_bw_client.txt"))
+        self.assertEqual(row["size"], 65536)
+        self.assertAlmostEqual(row["bw_Bps"], 10498.40 * MIB)
+        self.assertAlmostEqual(row["msg_rate"], 167974.0)
+
+    def test_bw_gbits_and_several_sizes(self):
+        text = (" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+                " 2          5000           0.08               0.08   \t\t   4.937167\n"
+                " 4          5000           0.16               0.16   \t\t   4.975000\n")
+        rows = parsers.parse_perftest(text)
+        self.assertEqual([r["size"] for r in rows], [2, 4])
+        self.assertAlmostEqual(rows[1]["bw_Bps"], 0.16 * 125e6)
+
+    def test_errors(self):
+        with self.assertRaisesRegex(parsers.ParseError, "Couldn't post send"):
+            parsers.parse_perftest(sample("perftest_ib_write_bw_error_client.txt"))
+        with self.assertRaisesRegex(parsers.ParseError, "Couldn't post send"):
+            parsers.parse_perftest(sample("perftest_ib_read_lat_error_client.txt"))
+        with self.assertRaises(parsers.ParseError):
+            parsers.parse_perftest("")
+
+
+class UcxTest(unittest.TestCase):
+    def test_lat_csv(self):
+        (row,) = parsers.parse_ucx(sample("ucx_tag_lat_8_csv.txt"), 8)
+        self.assertEqual(row["iterations"], 100000)
+        self.assertAlmostEqual(row["lat_typical_us"], 0.516)
+        self.assertAlmostEqual(row["lat_avg_us"], 0.589)
+
+    def test_lat_table(self):
+        (row,) = parsers.parse_ucx(sample("ucx_tag_lat_8_table.txt"), 8)
+        self.assertAlmostEqual(row["lat_typical_us"], 0.541)
+        self.assertAlmostEqual(row["msg_rate"], 595602)
+
+    def test_bw(self):
+        (row,) = parsers.parse_ucx(sample("ucx_tag_bw_1m_csv.txt"), MIB)
+        self.assertAlmostEqual(row["bw_Bps"], 6000.38 * MIB)
+        (row,) = parsers.parse_ucx(sample("ucx_tag_bw_8_csv.txt"), 8)
+        self.assertAlmostEqual(row["msg_rate"], 4024761)
+        # UCX's MB/s is 2^20 B/s: message rate x size = bandwidth.
+        self.assertAlmostEqual(row["msg_rate"] * 8 / row["bw_Bps"], 1.0, places=2)
+
+    def test_error(self):
+        with self.assertRaises(parsers.ParseError):
+            parsers.parse_ucx("Waiting for connection...\nconnect() failed: Connection refused\n", 8)
+
+
+class QperfTest(unittest.TestCase):
+    def test_unified_units(self):
+        (row,) = parsers.parse_qperf(sample("qperf_tcp_lat_8.txt"), 8)
+        self.assertAlmostEqual(row["lat_typical_us"], 11.138)
+        (row,) = parsers.parse_qperf(sample("qperf_tcp_bw_1m.txt"), MIB)
+        self.assertAlmostEqual(row["bw_Bps"], 2099249152)
+        self.assertAlmostEqual(row["msg_rate"], 2099249152 / MIB)
+
+    def test_scaled_units(self):
+        (row,) = parsers.parse_qperf(sample("qperf_tcp_lat_8_units.txt"), 8)
+        self.assertAlmostEqual(row["lat_typical_us"], 12.7)
+        (row,) = parsers.parse_qperf(sample("qperf_tcp_bw_1m_verbose.txt"), MIB)
+        self.assertAlmostEqual(row["bw_Bps"], 2.37e9)
+        self.assertAlmostEqual(row["msg_rate"], 2260)
+
+    def test_error(self):
+        with self.assertRaisesRegex(parsers.ParseError, "bad test"):
+            parsers.parse_qperf(sample("qperf_error.txt"), 8)
+
+
+class LimitsIdleTest(unittest.TestCase):
+    def test_limits(self):
+        results, errors, info = parsers.parse_limits(sample("limits.jsonl") +
+                                                     '{"test":"process_vm_writev","size":8,'
+                                                     '"error":"process_vm_writev: EPERM"}\n')
+        self.assertEqual(info["cpus"], [0, 1])
+        unit, values = results[("memcpy_cold", MIB)]
+        self.assertEqual(unit, "B/s")
+        self.assertEqual(len(values), 2)
+        self.assertIn(("cacheline_rtt", 64), results)
+        self.assertEqual(errors, [("process_vm_writev", 8, "process_vm_writev: EPERM")])
+
+    def test_idle(self):
+        (row,) = parsers.parse_idle(sample("idle.txt"))
+        self.assertEqual(row["cpu_pct"], 0.0)
+        (row,) = parsers.parse_idle("idle_cpu_ticks: 5\nclk_tck: 100\nwindow_s: 5\n")
+        self.assertAlmostEqual(row["cpu_pct"], 1.0)
+
+
+class ReportTest(unittest.TestCase):
+    """report.py end to end on a results directory assembled from the samples."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="bench-report-test.")
+        os.mkdir(os.path.join(self.dir, "raw"))
+        rows = [("perftest", "ib_send_lat", 8, 0, 0, 0, "perftest_ib_send_lat_client.txt"),
+                ("perftest", "ib_send_bw", 65536, 0, 0, 0, "perftest_ib_send_bw_client.txt"),
+                ("perftest", "ib_write_bw", MIB, 0, 0, 1, "perftest_ib_write_bw_error_client.txt"),
+                ("ucx", "tag_lat", 8, 0, 0, 0, "ucx_tag_lat_8_csv.txt"),
+                ("ucx", "tag_lat", 8, 0, 1, 0, "ucx_tag_lat_8_table.txt"),
+                ("ucx", "tag_bw", 65536, 0, 0, 0, "ucx_tag_bw_1m_csv.txt"),
+                ("tcp", "tcp_lat", 8, 0, 0, 0, "qperf_tcp_lat_8.txt"),
+                ("idle", "idle_cpu", 0, 0, 0, 0, "idle.txt")]
+        with open(os.path.join(self.dir, "runs.tsv"), "w") as f:
+            f.write("suite\ttest\tsize\tpinned\trep\trc\tclient\tserver\tcmd\n")
+            for suite, test, size, pinned, rep, rc, name in rows:
+                shutil.copy(os.path.join(SAMPLES, name), os.path.join(self.dir, "raw", name))
+                f.write("%s\t%s\t%d\t%d\t%d\t%d\traw/%s\t\tcmd\n" % (suite, test, size, pinned,
+                                                                    rep, rc, name))
+        shutil.copy(os.path.join(SAMPLES, "limits.jsonl"), self.dir)
+        with open(os.path.join(self.dir, "meta.txt"), "w") as f:
+            f.write("date: test\nrepeat: 1\nquick: 1\n")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_report(self):
+        self.assertEqual(report.main(["report.py", self.dir]), 0)
+        with open(os.path.join(self.dir, "report.md")) as f:
+            md = f.read()
+        with open(os.path.join(self.dir, "results.json")) as f:
+            agg = json.load(f)
+        t = {(x["target"], x["pinned"]): x for x in agg["targets"]}
+        lat = t[("ib_send_lat 8 B vs UCX tag_lat 8 B", False)]
+        # softrdma 0.96 us vs the median of UCX's two runs (0.516, 0.541).
+        self.assertAlmostEqual(lat["ratio"], 0.96 / ((0.516 + 0.541) / 2))
+        self.assertEqual(lat["result"], "FAIL")  # 1.82x > 1.5x
+        send = t[("ib_send_bw 64 KiB vs UCX tag_bw 64 KiB", False)]
+        self.assertAlmostEqual(send["ratio"], 10498.40 / 6000.38)
+        self.assertEqual(send["result"], "PASS")
+        wbw = t[("ib_write_bw 1 MiB vs memcpy 1 MiB (out of cache)", False)]
+        self.assertEqual(wbw["result"], "FAIL")
+        self.assertIn("Couldn't post send", wbw["note"])
+        self.assertEqual(t[("idle CPU, process holding a QP, no traffic (% of a core)",
+                            False)]["result"], "PASS")
+        self.assertIn("## Targets", md)
+        self.assertIn("**PASS**", md)
+        self.assertIn("| perftest | ib_write_bw | 1 MiB | no | 0 | exit code 1", md)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.assertIn("no plots", md)
+            return
+        for png in ("latency.png", "bandwidth.png"):
+            with open(os.path.join(self.dir, png), "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
