@@ -28,6 +28,8 @@ constexpr int kDrainBatch = 64;
 constexpr uint32_t kPollsBeforeBusyPolling = 256;
 // How often a record stuck half-written at the head of the ring is looked at.
 constexpr uint64_t kPendingRecheckNs = 100000000;  // 100 ms
+// How often work blocked on a full peer ring is retried by the thread.
+constexpr uint64_t kBlockedRetryNs = 200000;  // 200 us
 
 // The head of each process's shared segment; peers validate it on attach.
 struct SegmentHeader {
@@ -153,6 +155,7 @@ Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {
   if (!s.ok()) return s;
   std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
   qp_by_qpn_[*qpn] = qp;
+  live_qps_.push_back(qp);
   return Status::Ok();
 }
 
@@ -161,6 +164,7 @@ void Engine::UnregisterQp(Qp* qp) {
   {
     std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
     if (qpn < qp_by_qpn_.size() && qp_by_qpn_[qpn] == qp) qp_by_qpn_[qpn] = nullptr;
+    std::erase(live_qps_, qp);
     // The ring consumer may be between batches: make sure it forgets us.
     std::erase(ack_list_, qp);
     std::lock_guard<SpinLock> slock(service_lock_);
@@ -329,8 +333,7 @@ bool Engine::ServiceQps(uint64_t now, uint64_t* next_deadline) {
 bool Engine::CheckTimers(uint64_t now, uint64_t* next_deadline) {
   std::shared_lock<std::shared_mutex> map_lock(qp_map_mutex_);
   bool any = false;
-  for (Qp* qp : qp_by_qpn_) {
-    if (!qp) continue;
+  for (Qp* qp : live_qps_) {
     std::lock_guard<SpinLock> lock(qp->lock);
     uint64_t deadline = 0;
     any |= transport::CheckTimers(*this, *qp, now, &deadline);
@@ -340,7 +343,12 @@ bool Engine::CheckTimers(uint64_t now, uint64_t* next_deadline) {
 }
 
 void Engine::WatchTimers() {
-  if (thread_state_.load(std::memory_order_relaxed) == kSleepingForever) ring_->Wake();
+  // The common case is one relaxed load: the flag is already set while the
+  // progress thread watches timers. The seq_cst pair (flag here, state in
+  // the thread) makes sure one of us sees the other.
+  if (timers_armed_.load(std::memory_order_relaxed)) return;
+  timers_armed_.store(true, std::memory_order_seq_cst);
+  if (thread_state_.load(std::memory_order_seq_cst) == kSleepingForever) ring_->Wake();
 }
 
 void Engine::ApplicationMayBlock() {
@@ -390,12 +398,22 @@ void Engine::ThreadMain() {
       uint64_t until = next_deadline > now ? next_deadline - now : 1;
       if (!timeout || until < timeout) timeout = until;
     }
+    // Work that waits for room in a peer's ring: look again soon, without
+    // spinning (the peer may be slow, or gone until its timer fires).
+    if (service_pending_.load(std::memory_order_acquire) && (!timeout || timeout > kBlockedRetryNs))
+      timeout = kBlockedRetryNs;
     thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
+    if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
+      // Sends were posted since we last looked: watch their timers.
+      thread_state_.store(kRunning, std::memory_order_relaxed);
+      last_timer_check = 0;
+      continue;
+    }
     uint32_t word = ring_->PrepareToSleep();
     shm::Ring::HeadState head = ring_->Head();
     if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
       timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
-    if (head != shm::Ring::HeadState::kReady && !stop_.load() && !service_pending_.load())
+    if (head != shm::Ring::HeadState::kReady && !stop_.load())
       ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1);
     ring_->FinishSleep();
     thread_state_.store(kRunning, std::memory_order_relaxed);

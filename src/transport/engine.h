@@ -106,6 +106,7 @@ class Engine {
 
   std::shared_mutex qp_map_mutex_;
   std::vector<Qp*> qp_by_qpn_;  // indexed by QPN; owned QPs only
+  std::vector<Qp*> live_qps_;   // the same QPs, for the timer scan
   std::vector<Qp*> ack_list_;   // QPs with an ACK to send (consumer-exclusive)
 
   std::mutex peers_mutex_;
@@ -127,6 +128,9 @@ class Engine {
   std::atomic<uint32_t> kick_word_{0};
   enum ThreadState : uint32_t { kRunning, kSleepingForever, kSleepingTimed, kAppPolling };
   std::atomic<uint32_t> thread_state_{kRunning};
+  // Set by posters when sends become outstanding; cleared by the progress
+  // thread before it sleeps without a timeout (see WatchTimers).
+  std::atomic<bool> timers_armed_{false};
 };
 
 }  // namespace softrdma

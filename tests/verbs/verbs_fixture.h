@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -50,8 +51,10 @@ inline std::vector<ibv_wc> PollN(ibv_cq* cq, int n, int timeout_ms = 5000) {
   std::vector<ibv_wc> out;
   uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
   while (static_cast<int>(out.size()) < n && NowMs() < deadline) {
+    // Never take more than asked for: the rest belongs to the next call.
     ibv_wc wc[16];
-    int got = ibv_poll_cq(cq, 16, wc);
+    int want = std::min<int>(16, n - static_cast<int>(out.size()));
+    int got = ibv_poll_cq(cq, want, wc);
     if (got < 0) break;
     out.insert(out.end(), wc, wc + got);
   }
