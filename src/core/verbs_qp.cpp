@@ -143,6 +143,12 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (!engine) return EIO;
   Qp& qp = *Qp::From(ibqp);
   std::lock_guard<SpinLock> lock(qp.lock);
+  // The kernel drops, before any check, the attributes of the side an XRC
+  // QP has not got (uverbs' modify_qp_mask): perftest -c XRC passes RC's
+  // full masks to both kinds of XRC QP.
+  if (qp.type == IBV_QPT_XRC_SEND) mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (qp.type == IBV_QPT_XRC_RECV)
+    mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 
   ModifyContext mctx;
   mctx.valid_gid_mask = Device::Get().ValidGidMask();

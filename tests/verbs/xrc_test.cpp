@@ -266,6 +266,28 @@ TEST_F(Xrc, UnknownSrqNumberIsInvalidRequest) {
   EXPECT_EQ(s[0].status, IBV_WC_REM_INV_REQ_ERR);
 }
 
+// perftest -c XRC connects both kinds of XRC QP with RC's full masks; the
+// kernel drops the bits of the side a QP has not got, and so do we.
+TEST_F(Xrc, RcMasksAreAccepted) {
+  ibv_qp* t2 = CreateTarget(ctx, xrcd);
+  ibv_qp* i2 = CreateInitiator(ctx, pd, send_cq);
+  ASSERT_TRUE(t2 && i2);
+  QpParams p;
+  ASSERT_EQ(ToInit(t2), 0);
+  ASSERT_EQ(ToInit(i2), 0);
+  ASSERT_EQ(Connect(ctx, t2, gid, i2->qp_num, p), 0);
+  ASSERT_EQ(Connect(ctx, i2, gid, t2->qp_num, p), 0);
+  ASSERT_EQ(PostSrqRecv(srq[1], mr, buf.data() + 4096, 4096, 5), 0);
+  ASSERT_EQ(PostXrcSend(i2, mr, buf.data(), 16, SrqNum(srq[1]), 1), 0);
+  auto r = PollN(cq[1], 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r[0].qp_num, t2->qp_num);
+  EXPECT_EQ(PollN(send_cq, 1).size(), 1u);
+  EXPECT_EQ(ibv_destroy_qp(i2), 0);
+  EXPECT_EQ(ibv_destroy_qp(t2), 0);
+}
+
 TEST_F(Xrc, InitiatorHasOnlySends) {
   ibv_recv_wr wr{};
   ibv_recv_wr* bad = nullptr;
