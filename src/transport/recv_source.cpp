@@ -74,6 +74,9 @@ void OnSrqQpError(Qp& qp) {
     qp.last_wqe_reached = true;
     PostAsyncEvent(qp.ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp.verbs());
   }
+  // A failed XRC target will place nothing more: it lets its SRQ go, so the
+  // SRQ can be destroyed before the QP.
+  if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);
 }
 
 }  // namespace softrdma::transport

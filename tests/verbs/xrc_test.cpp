@@ -288,6 +288,61 @@ TEST_F(Xrc, RcMasksAreAccepted) {
   EXPECT_EQ(ibv_destroy_qp(t2), 0);
 }
 
+// The work-request API names the SRQ with ibv_wr_set_xrc_srqn (pyverbs,
+// perftest's new post-send path).
+TEST_F(Xrc, WrApiSetsTheSrqNumber) {
+  ibv_qp_init_attr_ex a{};
+  a.qp_type = IBV_QPT_XRC_SEND;
+  a.send_cq = send_cq;
+  a.cap.max_send_wr = 4;
+  a.cap.max_send_sge = 1;
+  a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  a.pd = pd;
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  ibv_qp* i2 = ibv_create_qp_ex(ctx, &a);
+  ASSERT_NE(i2, nullptr) << strerror(errno);
+  ibv_qp* t2 = CreateTarget(ctx, xrcd);
+  ASSERT_NE(t2, nullptr);
+  ASSERT_EQ(ConnectTarget(ctx, t2, gid, i2->qp_num), 0);
+  ASSERT_EQ(ConnectInitiator(ctx, i2, gid, t2->qp_num), 0);
+  ASSERT_EQ(PostSrqRecv(srq[0], mr, buf.data() + 4096, 4096, 8), 0);
+  memset(buf.data(), 'w', 48);
+  ibv_qp_ex* x = ibv_qp_to_qp_ex(i2);
+  ASSERT_NE(x, nullptr);
+  ibv_wr_start(x);
+  x->wr_id = 77;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(x);
+  ibv_wr_set_xrc_srqn(x, SrqNum(srq[0]));
+  ibv_wr_set_sge(x, mr->lkey, reinterpret_cast<uintptr_t>(buf.data()), 48);
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  auto r = PollN(cq[0], 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r[0].byte_len, 48u);
+  EXPECT_EQ(buf[4096 + 47], 'w');
+  auto s = PollN(send_cq, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].wr_id, 77u);
+  EXPECT_EQ(ibv_destroy_qp(i2), 0);
+  EXPECT_EQ(ibv_destroy_qp(t2), 0);
+}
+
+// A target that failed lets its SRQ go: the SRQ can be destroyed first.
+TEST_F(Xrc, SrqOfAFailedTargetCanBeDestroyed) {
+  ibv_srq* extra = CreateXrcSrq(ctx, pd, xrcd, cq[0]);
+  ASSERT_NE(extra, nullptr);
+  ASSERT_EQ(PostSrqRecv(extra, mr, buf.data() + 4096, 8, 1), 0);
+  ASSERT_EQ(PostXrcSend(ini, mr, buf.data(), 64, SrqNum(extra), 1), 0);  // too long
+  auto s = PollN(send_cq, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_REM_INV_REQ_ERR);
+  auto r = PollN(cq[0], 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(ibv_destroy_srq(extra), 0);
+}
+
 TEST_F(Xrc, InitiatorHasOnlySends) {
   ibv_recv_wr wr{};
   ibv_recv_wr* bad = nullptr;
