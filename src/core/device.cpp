@@ -159,7 +159,7 @@ void Device::QueryDevice(ibv_device_attr* a) const {
   a->max_qp_wr = limits::kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
                         IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT |
-                        IBV_DEVICE_SRQ_RESIZE;
+                        IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_XRC;
   a->max_sge = limits::kMaxSge;
   a->max_sge_rd = limits::kMaxSge;
   a->max_cq = limits::kMaxCq;

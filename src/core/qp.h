@@ -25,6 +25,7 @@ namespace softrdma {
 struct PeerLink;
 class Srq;
 struct WrBatch;
+struct Xrcd;
 void DestroyWrBatch(WrBatch* batch);
 
 struct SendWqe {
@@ -37,8 +38,9 @@ struct SendWqe {
   uint32_t tx_offset;  // fragments already pushed (fragment mode)
   bool signaled;
   bool solicited;
-  bool is_inline;  // payload copied into the QP's inline buffer at post time
-  UdAddress ud;    // UD only: the destination, copied from the WR and its AH
+  bool is_inline;     // payload copied into the QP's inline buffer at post time
+  UdAddress ud;       // UD only: the destination, copied from the WR and its AH
+  uint32_t xrc_srqn;  // XRC_SEND only: the SRQ the message must land in
   // --- one-sided operations (transport/one_sided.cpp)
   bool fenced;         // IBV_SEND_FENCE: waits for earlier READs/atomics
   bool has_psn;        // a PSN was assigned (at first transmission on the ring)
@@ -145,6 +147,10 @@ class Qp {
   std::vector<ibv_sge> srq_sges;
   bool srq_wqe_held = false;
   bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED raised
+  // --- XRC target (transport/xrc.cpp): no PD, no CQs; `srq` is bound per
+  // message to the SRQ the sender names, and recv_cq to that SRQ's CQ.
+  Xrcd* xrcd = nullptr;
+  int xrc_handles = 1;  // creator + ibv_open_qp handles; destroyed at the last
   // --- UD: the last destination's process (transport/datagram.cpp)
   std::shared_ptr<PeerLink> ud_peer;
   uint32_t ud_peer_qpn = 0;

@@ -20,6 +20,8 @@
 
 namespace softrdma {
 
+struct Xrcd;
+
 class Srq {
  public:
   // rdma-core's verbs_srq starts with the ibv_srq; ours holds the same first
@@ -43,6 +45,13 @@ class Srq {
   uint32_t srq_num() const { return srq_num_; }
   Context* ctx() const { return ctx_; }
   Pd* pd() const { return pd_; }
+  // XRC SRQs (core/verbs_xrc.cpp) get a host-unique number after creation.
+  void set_srq_num(uint32_t n) { srq_num_ = n; }
+
+  // XRC only: the domain whose target QPs may deliver here, and the CQ that
+  // receives its completions (an XRC target QP has no CQ of its own).
+  Xrcd* xrcd = nullptr;
+  Cq* cq = nullptr;
 
   std::atomic<int> users{0};  // QPs attached: destroy fails with EBUSY
 

@@ -10,6 +10,10 @@
 
 #include <infiniband/verbs.h>
 
+namespace softrdma {
+class Qp;
+}
+
 namespace softrdma::verbs {
 
 // --- device (verbs_device.cpp)
@@ -64,6 +68,9 @@ int DestroyQp(ibv_qp* qp);
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
+// Creates a QP whose arguments were validated; pd and CQs may be NULL (XRC).
+ibv_qp* BuildQp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr);
+
 // --- SRQ (verbs_srq.cpp)
 ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* init);
 ibv_srq* CreateSrqEx(ibv_context* context, ibv_srq_init_attr_ex* init);
@@ -72,6 +79,21 @@ int QuerySrq(ibv_srq* srq, ibv_srq_attr* attr);
 int DestroySrq(ibv_srq* srq);
 int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int GetSrqNum(ibv_srq* srq, uint32_t* srq_num);
+
+// --- XRC (xrcd.cpp, verbs_xrc.cpp): verbs_context ops open_xrcd,
+// close_xrcd, open_qp; the XRC halves of create_srq_ex, create_qp_ex,
+// destroy_srq and destroy_qp.
+ibv_xrcd* OpenXrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
+int CloseXrcd(ibv_xrcd* xrcd);
+ibv_qp* OpenQp(ibv_context* context, ibv_qp_open_attr* attr);
+// Fills in the XRC part of an SRQ MakeSrq created; 0 or errno.
+int AttachXrcSrq(ibv_srq* srq, const ibv_srq_init_attr_ex& init);
+void DetachXrcSrq(ibv_srq* srq);
+ibv_qp* CreateXrcTargetQp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+// Drops one handle of an XRC target QP: true while others remain.
+bool ReleaseXrcTarget(Qp& qp);
+// The last handle is gone: unbind its SRQ, leave its domain.
+void FinishXrcTarget(Qp& qp);
 
 // --- AH (verbs_ah.cpp)
 ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr);

@@ -128,6 +128,11 @@ ibv_context* OpenDevice(ibv_device* device) {
   c.ops.post_srq_recv = PostSrqRecv;
   v.create_srq_ex = CreateSrqEx;
   v.get_srq_num = GetSrqNum;
+  // XRC (xrcd.cpp, verbs_xrc.cpp). close_xrcd must be set: ibv_close_xrcd
+  // calls it without checking.
+  v.open_xrcd = OpenXrcd;
+  v.close_xrcd = CloseXrcd;
+  v.open_qp = OpenQp;
   v.query_port = QueryPort;
   v.query_device_ex = QueryDeviceEx;
   // Extended verbs (verbs_qp_ex.cpp, verbs_cq_ex.cpp).

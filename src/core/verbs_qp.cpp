@@ -22,9 +22,13 @@ namespace {
 std::atomic<uint32_t> g_next_qp_handle{1};
 
 int ValidateInitAttr(ibv_pd* pd, const ibv_qp_init_attr* a) {
-  if (!pd || !a || !a->send_cq || !a->recv_cq) return EINVAL;
-  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD)
-    return EOPNOTSUPP;  // XRC, raw packet: not implemented yet
+  if (!pd || !a || !a->send_cq) return EINVAL;
+  // An XRC initiator has no receive side: no receive CQ, no SRQ
+  // (xsrq_pingpong passes neither). XRC targets are made in verbs_xrc.cpp.
+  const bool xrc_send = a->qp_type == IBV_QPT_XRC_SEND;
+  if (xrc_send ? a->srq != nullptr : !a->recv_cq) return EINVAL;
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD && !xrc_send)
+    return EOPNOTSUPP;  // raw packet: not implemented yet
   if (a->srq && a->srq->pd->context != pd->context) return EINVAL;
   const ibv_qp_cap& c = a->cap;
   // With an SRQ the receive capabilities are the SRQ's, and ignored here.
@@ -67,6 +71,12 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     errno = rc;
     return nullptr;
   }
+  return BuildQp(pd->context, pd, attr);
+}
+
+// pd, send_cq and recv_cq may be NULL (XRC targets have none; XRC initiators
+// no receive CQ); the caller has validated everything else.
+ibv_qp* BuildQp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr) {
   Status st;
   Engine* engine = Engine::Get(&st);
   if (!engine) {
@@ -78,15 +88,19 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     errno = ENOMEM;
     return nullptr;
   }
-  qp->ctx = Context::From(pd->context);
-  qp->pd = Pd::From(pd);
-  qp->send_cq = Cq::From(attr->send_cq);
-  qp->recv_cq = Cq::From(attr->recv_cq);
+  qp->ctx = Context::From(context);
+  qp->pd = pd ? Pd::From(pd) : nullptr;
+  qp->send_cq = attr->send_cq ? Cq::From(attr->send_cq) : nullptr;
+  qp->recv_cq = attr->recv_cq ? Cq::From(attr->recv_cq) : nullptr;
   qp->type = attr->qp_type;
   qp->cap = attr->cap;
   if (attr->srq) {
     qp->srq = Srq::From(attr->srq);
     qp->srq_sges.resize(qp->srq->max_sge());
+    qp->cap.max_recv_wr = 0;
+    qp->cap.max_recv_sge = 0;
+  }
+  if (attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV) {
     qp->cap.max_recv_wr = 0;
     qp->cap.max_recv_sge = 0;
   }
@@ -103,7 +117,7 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     return nullptr;
   }
   ibv_qp& q = qp->qpx.qp_base;
-  q.context = pd->context;
+  q.context = context;
   q.qp_context = attr->qp_context;
   q.pd = pd;
   q.send_cq = attr->send_cq;
@@ -115,9 +129,9 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   q.qp_type = attr->qp_type;
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
-  qp->pd->users.fetch_add(1);
-  qp->send_cq->users.fetch_add(1);
-  qp->recv_cq->users.fetch_add(1);
+  if (qp->pd) qp->pd->users.fetch_add(1);
+  if (qp->send_cq) qp->send_cq->users.fetch_add(1);
+  if (qp->recv_cq) qp->recv_cq->users.fetch_add(1);
   if (qp->srq) qp->srq->users.fetch_add(1);
   transport::PublishQp(*engine, *qp);
   return &q;
@@ -129,6 +143,12 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (!engine) return EIO;
   Qp& qp = *Qp::From(ibqp);
   std::lock_guard<SpinLock> lock(qp.lock);
+  // The kernel drops, before any check, the attributes of the side an XRC
+  // QP has not got (uverbs' modify_qp_mask): perftest -c XRC passes RC's
+  // full masks to both kinds of XRC QP.
+  if (qp.type == IBV_QPT_XRC_SEND) mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (qp.type == IBV_QPT_XRC_RECV)
+    mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 
   ModifyContext mctx;
   mctx.valid_gid_mask = Device::Get().ValidGidMask();
@@ -195,16 +215,22 @@ int DestroyQp(ibv_qp* ibqp) {
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return EIO;
   Qp* qp = Qp::From(ibqp);
+  // An XRC target lives until its last handle is closed (verbs_xrc.cpp).
+  if (qp->type == IBV_QPT_XRC_RECV && ReleaseXrcTarget(*qp)) return 0;
   {
     std::lock_guard<SpinLock> lock(qp->lock);
     transport::PublishQp(*engine, *qp, /*destroyed=*/true);
   }
   // After this no record is dispatched to the QP and no service runs on it.
   engine->UnregisterQp(qp);
-  qp->pd->users.fetch_sub(1);
-  qp->send_cq->users.fetch_sub(1);
-  qp->recv_cq->users.fetch_sub(1);
-  if (qp->srq) qp->srq->users.fetch_sub(1);
+  if (qp->pd) qp->pd->users.fetch_sub(1);
+  if (qp->send_cq) qp->send_cq->users.fetch_sub(1);
+  if (qp->type == IBV_QPT_XRC_RECV) {
+    FinishXrcTarget(*qp);  // its srq/recv_cq are bindings, not attachments
+  } else {
+    if (qp->recv_cq) qp->recv_cq->users.fetch_sub(1);
+    if (qp->srq) qp->srq->users.fetch_sub(1);
+  }
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
   delete qp;

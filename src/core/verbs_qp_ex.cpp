@@ -41,8 +41,8 @@ int CheckInitAttrEx(ibv_context* context, const ibv_qp_init_attr_ex& a) {
   if (a.comp_mask & ~kKnownCompMask) return EINVAL;
   // Features with nothing behind them. A zero-valued CREATE_FLAGS or
   // MAX_TSO_HEADER asks for nothing and is honoured trivially.
-  if (a.comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
-    return EOPNOTSUPP;
+  // XRCD matters only to XRC targets (verbs_xrc.cpp); others ignore it.
+  if (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) return EOPNOTSUPP;
   if ((a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a.create_flags) return EOPNOTSUPP;
   if ((a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) && a.max_tso_header) return EOPNOTSUPP;
   if ((a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a.send_ops_flags & ~kSendOps))
@@ -301,6 +301,13 @@ ibv_qp* CreateQpEx(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!context || !attr) {
     errno = EINVAL;
     return nullptr;
+  }
+  if (attr->qp_type == IBV_QPT_XRC_RECV) {
+    if (attr->comp_mask & ~kKnownCompMask) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    return CreateXrcTargetQp(context, attr);
   }
   if (int rc = CheckInitAttrEx(context, *attr)) {
     errno = rc;

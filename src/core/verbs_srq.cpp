@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <new>
 
+#include "core/cq.h"
 #include "core/limits.h"
 #include "core/srq.h"
 #include "core/verbs.h"
@@ -33,8 +34,8 @@ ibv_srq* MakeSrq(ibv_pd* pd, void* srq_context, ibv_srq_attr* attr) {
     errno = ENOMEM;
     return nullptr;
   }
-  // SRQ numbers only name the SRQ to XRC senders; unique in the process is
-  // enough until XRC exists.
+  // A basic SRQ's number names it to nobody: unique in the process is
+  // enough. XRC SRQs get a host-unique one (verbs_xrc.cpp).
   auto* srq = new (std::nothrow) Srq(Context::From(pd->context), Pd::From(pd), attr->max_wr,
                                      attr->max_sge, g_next_srq_num.fetch_add(1) & 0xffffff);
   if (!srq) {
@@ -78,9 +79,9 @@ ibv_srq* CreateSrqEx(ibv_context* context, ibv_srq_init_attr_ex* init) {
   }
   const ibv_srq_type type =
       (init->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? init->srq_type : IBV_SRQT_BASIC;
-  if (type != IBV_SRQT_BASIC || (init->comp_mask & IBV_SRQ_INIT_ATTR_TM)) {
-    // XRC SRQs need XRC domains and XRC QPs; tag matching is a vendor
-    // offload. Neither exists here yet.
+  if ((type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) ||
+      (init->comp_mask & IBV_SRQ_INIT_ATTR_TM)) {
+    // Tag matching is a vendor offload.
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -89,7 +90,15 @@ ibv_srq* CreateSrqEx(ibv_context* context, ibv_srq_init_attr_ex* init) {
     return nullptr;
   }
   // A basic SRQ has no CQ of its own (that is XRC's); a given one is ignored.
-  return MakeSrq(init->pd, init->srq_context, &init->attr);
+  ibv_srq* srq = MakeSrq(init->pd, init->srq_context, &init->attr);
+  if (srq && type == IBV_SRQT_XRC) {
+    if (int rc = AttachXrcSrq(srq, *init)) {  // verbs_xrc.cpp
+      DestroySrq(srq);
+      errno = rc;
+      return nullptr;
+    }
+  }
+  return srq;
 }
 
 int ModifySrq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
@@ -107,6 +116,7 @@ int DestroySrq(ibv_srq* srq) {
   if (!srq) return EINVAL;
   Srq* s = Srq::From(srq);
   if (s->users.load() != 0) return EBUSY;
+  if (s->xrcd) DetachXrcSrq(srq);
   s->pd()->users.fetch_sub(1);
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);

@@ -102,8 +102,8 @@ void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status) {
 void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
   // Responses are processed in RTS, SQD and SQE; in ERR everything is flushed.
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) return;
-  if (qp.type != IBV_QPT_RC) return;               // UC/UD are never acknowledged
-  if (ack.src_qpn != qp.attr.dest_qp_num) return;  // not our peer: ignore
+  if (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_XRC_SEND) return;  // UC/UD: never acknowledged
+  if (ack.src_qpn != qp.attr.dest_qp_num) return;                    // not our peer: ignore
   qp.last_ack_ns = NowNs();
   qp.retries_left = qp.attr.retry_cnt;
   switch (ack.syndrome) {

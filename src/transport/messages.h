@@ -74,7 +74,8 @@ struct RecordHeader {
   uint32_t total_len;    // whole message length
   uint32_t frag_offset;  // kFragment: where this piece goes
   uint32_t payload_len;  // bytes following the header (inline data, a fragment, or iovecs)
-  uint32_t rnr_timer;    // kRnrNak: the responder's min_rnr_timer code
+  uint32_t rnr_timer;    // kRnrNak: the responder's min_rnr_timer code;
+                         // requests of an XRC QP: the target SRQ number (XRCETH)
   uint32_t reserved;
 };
 static_assert(sizeof(RecordHeader) == 48);

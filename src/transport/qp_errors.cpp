@@ -3,6 +3,7 @@
 #include "transport/engine.h"
 #include "transport/recv_source.h"
 #include "transport/transport.h"
+#include "transport/xrc.h"
 
 namespace softrdma::transport {
 
@@ -48,6 +49,7 @@ void EnterSendQueueError(Qp& qp) {
 
 void ResetQueues(Qp& qp) {
   qp.srq_wqe_held = false;  // discarded without completion, as the QP's own WQEs
+  if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);  // transport/xrc.cpp
   qp.last_wqe_reached = false;
   qp.sq.tail = qp.sq.head;
   qp.sq_tx = qp.sq.head;

@@ -4,6 +4,7 @@
 
 #include "core/srq.h"
 #include "transport/engine.h"
+#include "transport/xrc.h"
 
 namespace softrdma::transport {
 
@@ -16,7 +17,10 @@ bool AcquireRecv(Qp& qp, RecvSlot* slot) {
     return true;
   }
   if (!qp.srq_wqe_held) {
-    if (!qp.srq->Take(&qp.srq_wqe, qp.srq_sges.data())) return false;
+    if (!qp.srq->Take(&qp.srq_wqe, qp.srq_sges.data())) {
+      if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);  // bound again on retry
+      return false;
+    }
     qp.srq_wqe_held = true;
   }
   slot->wqe = &qp.srq_wqe;
@@ -30,6 +34,8 @@ void ConsumeRecv(Qp& qp) {
     qp.srq_wqe_held = false;
   else
     ++qp.rq.tail;
+  // An XRC target holds its SRQ only while placing a message.
+  if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);
 }
 
 int ResolveRecv(Engine& engine, const RecvSlot& slot, uint64_t len, iovec* out) {
@@ -68,6 +74,9 @@ void OnSrqQpError(Qp& qp) {
     qp.last_wqe_reached = true;
     PostAsyncEvent(qp.ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp.verbs());
   }
+  // A failed XRC target will place nothing more: it lets its SRQ go, so the
+  // SRQ can be destroyed before the QP.
+  if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);
 }
 
 }  // namespace softrdma::transport

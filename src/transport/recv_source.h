@@ -1,5 +1,6 @@
 // Where an incoming message lands: the head of the QP's own receive queue,
-// or a WQE taken from its shared receive queue. The responder (RC/UC) and
+// or a WQE taken from its shared receive queue (for an XRC target QP, the
+// SRQ the sender named, bound by transport/xrc.cpp just before). The responder (RC/UC) and
 // the datagram receiver (UD) both ask here, so the SRQ rules live in one
 // place. Every function expects the caller to hold qp.lock.
 #pragma once

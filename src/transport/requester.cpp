@@ -10,6 +10,7 @@
 #include "core/wr_opcodes.h"
 #include "transport/engine.h"
 #include "transport/transport.h"
+#include "transport/xrc.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -26,6 +27,7 @@ constexpr uint32_t kFragmentBytes = 8192;
 
 int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   if (int rc = CheckSendOpcode(qp.type, wr.opcode)) return rc;  // core/wr_opcodes.h
+  if (int rc = CheckXrcSendWr(qp, wr)) return rc;               // transport/xrc.cpp
   if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > qp.cap.max_send_sge) return EINVAL;
   if (wr.num_sge > 0 && !wr.sg_list) return EINVAL;
   uint64_t sum = 0;
@@ -65,6 +67,7 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     w.solicited = wr->send_flags & IBV_SEND_SOLICITED;
     w.is_inline = wr->send_flags & IBV_SEND_INLINE;
     w.tx_offset = 0;
+    w.xrc_srqn = qp.type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn & 0xffffff : 0;
     if (qp.type == IBV_QPT_UD) {
       // The AH is copied, so it may be destroyed once the send completed.
       const ibv_ah_attr& ah = Ah::From(wr->wr.ud.ah)->attr;
@@ -147,6 +150,7 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
   h.src_gen = engine.me().gen;
   h.imm = w.imm;
   h.total_len = w.total_len;
+  h.rnr_timer = w.xrc_srqn;
   return h;
 }
 
@@ -173,7 +177,7 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
 
   // UC completes a send once it is on the wire, so the responder must not
   // read the buffer later: UC moves bulk data by fragments.
-  if (qp.type == IBV_QPT_RC && GetConfig().cma_allowed &&
+  if ((qp.type == IBV_QPT_RC || qp.type == IBV_QPT_XRC_SEND) && GetConfig().cma_allowed &&
       !peer.pull_refused.load(std::memory_order_relaxed)) {
     // One copy: the responder reads straight from our buffers.
     wire::RemoteIov iov[limits::kMaxSge];

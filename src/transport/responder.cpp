@@ -11,6 +11,7 @@
 #include "transport/engine.h"
 #include "transport/recv_source.h"
 #include "transport/transport.h"
+#include "transport/xrc.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -178,6 +179,12 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   if (fragment && req.frag_offset > 0 && !qp.frag_active) return false;
 
   RecvSlot slot;
+  if (qp.type == IBV_QPT_XRC_RECV && !BindXrcSrq(qp, req.rnr_timer)) {
+    // No such SRQ here, or one of another XRC domain (transport/xrc.cpp).
+    nak(wire::Syndrome::kNakInvalidRequest);
+    EnterError(engine, qp);
+    return false;
+  }
   if (!AcquireRecv(qp, &slot)) {
     nak(wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
     return false;

@@ -1,0 +1,109 @@
+// The verbs side of XRC: XRC SRQs (host-unique numbers, a domain and a CQ),
+// XRC target QPs (no PD, no CQs, one handle per creator/opener) and
+// ibv_open_qp. Domains are core/xrcd.*; the data path is transport/xrc.*.
+#include <cerrno>
+#include <mutex>
+
+#include "core/cq.h"
+#include "core/limits.h"
+#include "core/qp.h"
+#include "core/srq.h"
+#include "core/verbs.h"
+#include "core/xrcd.h"
+#include "transport/engine.h"
+#include "transport/xrc.h"
+
+namespace softrdma::verbs {
+
+int AttachXrcSrq(ibv_srq* ibsrq, const ibv_srq_init_attr_ex& init) {
+  constexpr uint32_t kNeeded = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  if ((init.comp_mask & kNeeded) != kNeeded || !init.xrcd || !init.cq) return EINVAL;
+  Engine* engine = Engine::Get(nullptr);
+  if (!engine) return EIO;
+  // Numbers come from the registry's QPN space: unique on the host, and the
+  // registry records the owning process, as for a QPN.
+  uint32_t num = 0;
+  Status st = engine->registry().AllocQpn(engine->me(), &num);
+  if (!st.ok()) return st.code();
+  Srq* srq = Srq::From(ibsrq);
+  srq->set_srq_num(num);
+  srq->xrcd = Xrcd::From(init.xrcd);
+  srq->cq = Cq::From(init.cq);
+  srq->xrcd->users.fetch_add(1);
+  srq->cq->users.fetch_add(1);
+  transport::RegisterXrcSrq(srq);
+  return 0;
+}
+
+void DetachXrcSrq(ibv_srq* ibsrq) {
+  Srq* srq = Srq::From(ibsrq);
+  transport::UnregisterXrcSrq(srq);
+  if (Engine* engine = Engine::Get(nullptr))
+    engine->registry().FreeQpn(engine->me(), srq->srq_num());
+  srq->xrcd->users.fetch_sub(1);
+  srq->cq->users.fetch_sub(1);
+}
+
+ibv_qp* CreateXrcTargetQp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  // A target QP only responds: no PD (its SRQs have them), no CQs (its
+  // SRQs' CQ get the completions), no send queue. What else is passed is
+  // ignored, as the kernel does.
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd || attr->xrcd->context != context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp_init_attr base{};
+  base.qp_context = attr->qp_context;
+  base.qp_type = IBV_QPT_XRC_RECV;
+  ibv_qp* ibqp = BuildQp(context, nullptr, &base);
+  if (!ibqp) return nullptr;
+  Qp* qp = Qp::From(ibqp);
+  qp->xrcd = Xrcd::From(attr->xrcd);
+  qp->xrcd->users.fetch_add(1);
+  qp->srq_sges.resize(limits::kMaxSrqSge);  // room for any SRQ it binds to
+  transport::RegisterXrcTarget(qp);
+  attr->cap = ibv_qp_cap{};
+  return ibqp;
+}
+
+bool ReleaseXrcTarget(Qp& qp) {
+  return transport::ReleaseXrcTargetHandle(&qp);
+}
+
+void FinishXrcTarget(Qp& qp) {
+  std::lock_guard<SpinLock> lock(qp.lock);
+  qp.srq_wqe_held = false;  // a message cut short by destroy: its WQE is lost
+  transport::UnbindXrcSrq(qp);
+  qp.xrcd->users.fetch_sub(1);
+}
+
+ibv_qp* OpenQp(ibv_context* context, ibv_qp_open_attr* attr) {
+  if (!context || !attr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if ((attr->comp_mask & kNeeded) != kNeeded || !attr->xrcd || attr->qp_type != IBV_QPT_XRC_RECV) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  // The handle is the QP itself (one more reference): modify, query and
+  // destroy through it act on the shared target QP, as on a kernel's.
+  if (Qp* qp = transport::OpenXrcTarget(attr->qp_num, *Xrcd::From(attr->xrcd))) return qp->verbs();
+  // A target QP of another process would need its state shared across
+  // processes; not implemented yet.
+  Engine* engine = Engine::Get(nullptr);
+  ProcRef owner;
+  if (engine && engine->registry().LookupQpn(attr->qp_num, &owner) && !(owner == engine->me())) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  errno = EINVAL;  // no such target QP in the domain (the kernel's answer)
+  return nullptr;
+}
+
+}  // namespace softrdma::verbs
