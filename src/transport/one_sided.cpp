@@ -284,6 +284,7 @@ void CaptureOneSidedWr(SendWqe& w, const ibv_send_wr& wr) {
     w.rkey = wr.wr.rdma.rkey;
   }
   if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) w.imm = wr.imm_data;
+  CaptureLocalOpWr(w, wr);  // windows and invalidation (invalidate.cpp)
 }
 
 bool FenceBlocks(Qp& qp) {
