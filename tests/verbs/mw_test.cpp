@@ -348,6 +348,40 @@ TEST_F(Mw, DeallocOfBoundWindow) {
   EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_WRITE, 0, Addr(0), 64, key), IBV_WC_REM_ACCESS_ERR);
 }
 
+// A bind behind a SEND runs only once the SEND completed: completions in
+// posting order, and the window works afterwards.
+TEST_F(Mw, BindWaitsForEarlierWork) {
+  std::vector<uint8_t> in(64);
+  ibv_mr* imr = Reg(in.data(), in.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge rs{reinterpret_cast<uintptr_t>(in.data()), 64, imr->lkey};
+  ASSERT_EQ(PostRecv(a, 1, &rs, 1), 0);
+  ibv_mw* w = Alloc(IBV_MW_TYPE_2);
+  const uint32_t key = ibv_inc_rkey(w->rkey);
+  ibv_sge ss{reinterpret_cast<uintptr_t>(target.data()), 64, tmr->lkey};
+  ibv_send_wr send{}, bind{};
+  send.wr_id = 1;
+  send.opcode = IBV_WR_SEND;
+  send.sg_list = &ss;
+  send.num_sge = 1;
+  send.send_flags = IBV_SEND_SIGNALED;
+  send.next = &bind;
+  bind.wr_id = 2;
+  bind.opcode = IBV_WR_BIND_MW;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind_mw = {w, key, {tmr, Addr(0), 128, kWinRw}};
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(b, &send, &bad), 0);
+  auto wc = PollN(cq_b, 2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_SEND);
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  EXPECT_EQ(wc[1].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[1].opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(PollN(cq_a, 1).size(), 1u);
+  EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_READ, 0, Addr(64), 64, key), IBV_WC_SUCCESS);
+}
+
 // ibv_wr_bind_mw on a QP created with create_qp_ex.
 TEST_F(Mw, Type2BindThroughWrApi) {
   ibv_qp_init_attr_ex ia{};
