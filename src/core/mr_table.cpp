@@ -113,7 +113,7 @@ int MrTable::Remove(uint32_t lkey) {
 bool MrTable::HasWindows(uint32_t lkey) const {
   uint32_t index = lkey >> 8;
   if (index == 0 || index >= kCapacity) return false;
-  std::lock_guard<SpinLock> lock(const_cast<SpinLock&>(alloc_lock_));
+  std::lock_guard<SpinLock> lock(alloc_lock_);
   const MrEntry& e = entries_[index];
   return e.live && !e.window && e.lkey == lkey && e.windows != 0;
 }

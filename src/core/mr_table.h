@@ -128,7 +128,7 @@ class MrTable {
   void Unbind(MrEntry& e);
 
   MrEntry* entries_;
-  SpinLock alloc_lock_;
+  mutable SpinLock alloc_lock_;  // HasWindows (const) takes it too
   uint32_t next_index_ = 1;
 };
 

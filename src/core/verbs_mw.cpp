@@ -31,7 +31,7 @@ ibv_mw* AllocMw(ibv_pd* ibpd, ibv_mw_type type) {
   mw->mw.context = ibpd->context;
   mw->mw.pd = ibpd;
   mw->mw.type = type;
-  mw->mw.handle = mw->mw.rkey >> 8;
+  mw->mw.handle = mw->mw.rkey >> 8;  // the table index: fixed, unlike the key byte
   pd->users.fetch_add(1);
   return &mw->mw;
 }
@@ -42,7 +42,7 @@ int DeallocMw(ibv_mw* ibmw) {
   if (!engine) return EINVAL;
   // A bound window is unbound first (as rxe does): its key stops working
   // once accesses in flight are done.
-  engine->mr_table().RemoveWindow(ibmw->rkey);
+  engine->mr_table().RemoveWindow(ibmw->handle << 8);
   Pd::From(ibmw->pd)->users.fetch_sub(1);
   delete Mw::From(ibmw);
   return 0;

@@ -30,8 +30,10 @@ int Bind(Engine& engine, Qp& qp, const SendWqe& w) {
   if (!w.mw) return EINVAL;
   const ibv_mw& mw = *w.mw;
   const ibv_mw_bind_info& info = w.bind;
-  // Window, MR and QP share one PD; the new key keeps the window's index.
-  if (mw.pd != qp.verbs()->pd || (w.key >> 8) != (mw.rkey >> 8)) return EINVAL;
+  // Window, MR and QP share one PD; the new key keeps the window's index
+  // (mw.handle, fixed at allocation: mw.rkey may be written by ibv_bind_mw's
+  // caller while this runs in the progress thread).
+  if (mw.pd != qp.verbs()->pd || (w.key >> 8) != mw.handle) return EINVAL;
   if (info.mr && info.mr->pd != mw.pd) return EPERM;
   if (!info.mr && (info.addr || info.length)) return EINVAL;
   if (info.mw_access_flags & ~kWindowAccess) return EINVAL;  // zero-based windows: not supported
