@@ -159,12 +159,15 @@ void Device::QueryDevice(ibv_device_attr* a) const {
   a->max_qp_wr = limits::kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
                         IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT |
-                        IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_XRC;
+                        IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_XRC |
+                        // Windows: type 1, and type 2 bound to a QP and its PD (2B).
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = limits::kMaxSge;
   a->max_sge_rd = limits::kMaxSge;
   a->max_cq = limits::kMaxCq;
   a->max_cqe = limits::kMaxCqe;
   a->max_mr = limits::kMaxMr;
+  a->max_mw = limits::kMaxMr;  // windows and MRs share the table's slots
   a->max_pd = limits::kMaxPd;
   a->max_qp_rd_atom = limits::kMaxQpRdAtom;
   a->max_res_rd_atom = limits::kMaxQpRdAtom * 1024;

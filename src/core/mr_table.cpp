@@ -6,6 +6,8 @@
 #include <random>
 #include <thread>
 
+#include <infiniband/verbs.h>
+
 #include "util/clock.h"
 
 namespace softrdma {
@@ -52,7 +54,7 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     uint32_t index = next_index_;
     next_index_ = next_index_ + 1 == kCapacity ? 1 : next_index_ + 1;
     MrEntry& e = entries_[index];
-    if (e.live) continue;
+    if (e.live || e.window) continue;
     uint32_t seq = e.seq.load(std::memory_order_relaxed);
     e.seq.store(seq + 1, std::memory_order_relaxed);
     const uint8_t old_l = static_cast<uint8_t>(e.lkey), old_r = static_cast<uint8_t>(e.rkey);
@@ -66,6 +68,8 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     Publish(&e.iova, iova);
     Publish(&e.length, length);
     Publish(&e.host_addr, host_addr);
+    Publish(&e.qpn, 0u);
+    e.windows = 0;
     Publish(&e.live, 1u);
     e.seq.store(seq + 2, std::memory_order_release);
     *lkey = e.lkey;
@@ -75,12 +79,7 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
   return ENOMEM;
 }
 
-void MrTable::Remove(uint32_t lkey) {
-  uint32_t index = lkey >> 8;
-  if (index == 0 || index >= kCapacity) return;
-  std::lock_guard<SpinLock> lock(alloc_lock_);
-  MrEntry& e = entries_[index];
-  if (!e.live || e.lkey != lkey) return;
+void MrTable::Retire(MrEntry& e) {
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
   Publish(&e.live, 0u);  // keys stay: the next owner's key bytes must differ
@@ -100,9 +99,28 @@ void MrTable::Remove(uint32_t lkey) {
   }
 }
 
+int MrTable::Remove(uint32_t lkey) {
+  uint32_t index = lkey >> 8;
+  if (index == 0 || index >= kCapacity) return 0;
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  MrEntry& e = entries_[index];
+  if (!e.live || e.window || e.lkey != lkey) return 0;
+  if (e.windows) return EBUSY;
+  Retire(e);
+  return 0;
+}
+
+bool MrTable::HasWindows(uint32_t lkey) const {
+  uint32_t index = lkey >> 8;
+  if (index == 0 || index >= kCapacity) return false;
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  const MrEntry& e = entries_[index];
+  return e.live && !e.window && e.lkey == lkey && e.windows != 0;
+}
+
 int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
-                               uint32_t pd_id, uint32_t needed_access, uint64_t* host_addr,
-                               const MrEntry** held) {
+                               uint32_t pd_id, uint32_t needed_access, uint32_t qpn,
+                               uint64_t* host_addr, const MrEntry** held) {
   uint32_t index = rkey >> 8;
   if (index == 0 || index >= kCapacity) return EINVAL;
   const MrEntry& e = entries[index];
@@ -112,9 +130,11 @@ int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t a
     uint32_t k = Read(&e.rkey), live = Read(&e.live);
     uint32_t entry_pd = Read(&e.pd_id), access = Read(&e.access);
     uint64_t iova = Read(&e.iova), length = Read(&e.length), base = Read(&e.host_addr);
+    uint32_t window = Read(&e.window), bound_qpn = Read(&e.qpn);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
     if (live == 0 || k != rkey) return EINVAL;
     if (entry_pd != pd_id) return EACCES;
+    if (window == 2 && bound_qpn != qpn) return EACCES;  // type 2: only through its QP
     if ((access & needed_access) != needed_access) return EACCES;
     if (addr < iova || len > length || addr - iova > length - len) return ERANGE;
     // Count ourselves in, then make sure the region was not invalidated in
@@ -131,7 +151,7 @@ int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t a
 }
 
 int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
-                    uint32_t needed_access, uint64_t* host_addr) const {
+                    uint32_t needed_access, uint64_t* host_addr, uint32_t qpn) const {
   uint32_t index = key >> 8;
   if (index == 0 || index >= kCapacity) return EINVAL;
   const MrEntry& e = entries_[index];
@@ -142,14 +162,114 @@ int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uin
     uint32_t live = Read(&e.live);
     uint32_t entry_pd = Read(&e.pd_id), access = Read(&e.access);
     uint64_t iova = Read(&e.iova), length = Read(&e.length), base = Read(&e.host_addr);
+    uint32_t window = Read(&e.window), bound_qpn = Read(&e.qpn);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
-    if (live == 0 || k != key) return EINVAL;
+    // A window has no lkey (its lkey field is a former MR's, kept for key freshness).
+    if (live == 0 || k != key || (window && kind == KeyKind::kLocal)) return EINVAL;
     if (entry_pd != pd_id) return EACCES;
+    if (window == 2 && bound_qpn != qpn) return EACCES;
     if ((access & needed_access) != needed_access) return EACCES;
     if (addr < iova || len > length || addr - iova > length - len) return ERANGE;
     *host_addr = base + (addr - iova);
     return 0;
   }
+}
+
+// ---------------------------------------------------------------- windows
+
+int MrTable::AddWindow(uint32_t pd_id, uint32_t type, uint32_t* rkey) {
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  for (uint32_t tries = 0; tries < kCapacity; ++tries) {
+    uint32_t index = next_index_;
+    next_index_ = next_index_ + 1 == kCapacity ? 1 : next_index_ + 1;
+    MrEntry& e = entries_[index];
+    if (e.live || e.window) continue;
+    uint32_t seq = e.seq.load(std::memory_order_relaxed);
+    e.seq.store(seq + 1, std::memory_order_relaxed);
+    // Unbound: live stays 0, so the key opens nothing until a bind.
+    uint8_t rbyte = FreshKeyByte({static_cast<uint8_t>(e.lkey), static_cast<uint8_t>(e.rkey)});
+    Publish(&e.rkey, (index << 8) | rbyte);
+    Publish(&e.pd_id, pd_id);
+    Publish(&e.window, type);
+    Publish(&e.qpn, 0u);
+    e.parent = 0;
+    e.seq.store(seq + 2, std::memory_order_release);
+    *rkey = e.rkey;
+    return 0;
+  }
+  return ENOMEM;
+}
+
+void MrTable::Unbind(MrEntry& e) {
+  if (!e.live) return;
+  Retire(e);
+  if (e.parent) --entries_[e.parent].windows;
+  e.parent = 0;
+}
+
+void MrTable::RemoveWindow(uint32_t rkey) {
+  uint32_t index = rkey >> 8;
+  if (index == 0 || index >= kCapacity) return;
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  MrEntry& e = entries_[index];
+  if (!e.window) return;
+  Unbind(e);
+  uint32_t seq = e.seq.load(std::memory_order_relaxed);
+  e.seq.store(seq + 1, std::memory_order_relaxed);
+  Publish(&e.window, 0u);
+  e.seq.store(seq + 2, std::memory_order_release);
+}
+
+int MrTable::BindWindow(const WindowBind& b) {
+  uint32_t index = b.new_rkey >> 8;
+  if (index == 0 || index >= kCapacity) return EINVAL;
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  MrEntry& e = entries_[index];
+  if (!e.window || e.pd_id != b.pd_id) return EINVAL;
+  // A type 2 window is bound once, then invalidated before the next bind.
+  if (e.window == 2 && (e.live || b.length == 0)) return EINVAL;
+  uint32_t parent = 0;
+  if (b.length) {
+    parent = b.mr_lkey >> 8;
+    if (parent == 0 || parent >= kCapacity) return EINVAL;
+    const MrEntry& p = entries_[parent];
+    if (!p.live || p.window || p.lkey != b.mr_lkey || p.pd_id != b.pd_id) return EINVAL;
+    if (!(p.access & IBV_ACCESS_MW_BIND)) return EACCES;
+    // Remote write/atomic through the window needs a locally writable MR.
+    if ((b.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+        !(p.access & IBV_ACCESS_LOCAL_WRITE))
+      return EACCES;
+    if (b.addr < p.iova || b.length > p.length || b.addr - p.iova > p.length - b.length)
+      return ERANGE;
+  }
+  Unbind(e);  // a type 1 window's previous binding dies first
+  uint32_t seq = e.seq.load(std::memory_order_relaxed);
+  e.seq.store(seq + 1, std::memory_order_relaxed);
+  Publish(&e.rkey, b.new_rkey);
+  if (parent) {
+    const MrEntry& p = entries_[parent];
+    Publish(&e.access, b.access);
+    Publish(&e.iova, b.addr);
+    Publish(&e.length, b.length);
+    Publish(&e.host_addr, p.host_addr + (b.addr - p.iova));
+    Publish(&e.qpn, e.window == 2 ? b.qpn : 0u);
+    e.parent = parent;
+    ++entries_[parent].windows;
+    Publish(&e.live, 1u);
+  }
+  e.seq.store(seq + 2, std::memory_order_release);
+  return 0;
+}
+
+int MrTable::Invalidate(uint32_t rkey, uint32_t pd_id, uint32_t qpn) {
+  uint32_t index = rkey >> 8;
+  if (index == 0 || index >= kCapacity) return EINVAL;
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  MrEntry& e = entries_[index];
+  if (!e.live || e.rkey != rkey || e.window != 2) return EINVAL;
+  if (e.pd_id != pd_id || (qpn && e.qpn != qpn)) return EACCES;
+  Unbind(e);
+  return 0;
 }
 
 }  // namespace softrdma

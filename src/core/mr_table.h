@@ -34,6 +34,23 @@ struct MrEntry {
   uint64_t iova;  // start of the region in key address space
   uint64_t length;
   uint64_t host_addr;  // start of the region in the owner's address space
+  // --- memory windows (core/mw.h): a window is an entry of the same table,
+  // so a remote access validates its rkey exactly like an MR's.
+  uint32_t window;   // 0 = MR (or free); 1 / 2 = allocated window of that type
+  uint32_t qpn;      // type 2 window: the only QP it can be accessed through
+  uint32_t parent;   // bound window: index of its MR (owner only)
+  uint32_t windows;  // MR: windows bound to it; deregistration waits for 0 (owner only)
+};
+
+// What binding a window asks for (transport/invalidate.cpp fills it).
+struct WindowBind {
+  uint32_t new_rkey;  // same index as the window, new key byte
+  uint32_t mr_lkey;   // 0 with length 0: unbind (type 1)
+  uint64_t addr;
+  uint64_t length;
+  uint32_t access;  // IBV_ACCESS_REMOTE_* of the window
+  uint32_t pd_id;   // the binding QP's PD (= the window's and the MR's)
+  uint32_t qpn;     // type 2: the binding QP
 };
 
 // What a successful lookup gives: where the bytes are.
@@ -57,14 +74,31 @@ class MrTable {
   int Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length, uint64_t host_addr,
           uint32_t* lkey, uint32_t* rkey);
   // Invalidates the region, then waits until no initiator is accessing it
-  // (at most kDrainTimeoutNs: see RemoteAccess).
-  void Remove(uint32_t lkey);
+  // (at most kDrainTimeoutNs: see RemoteAccess). EBUSY while windows are
+  // bound to it (they point into its memory).
+  int Remove(uint32_t lkey);
+  bool HasWindows(uint32_t lkey) const;
+
+  // --- memory windows (implemented in mr_table.cpp, used by core/verbs_mw.cpp
+  // and transport/invalidate.cpp). Returns 0 or an errno-ish reason.
+  // A new, unbound window of `type` (1 or 2); *rkey names its index.
+  int AddWindow(uint32_t pd_id, uint32_t type, uint32_t* rkey);
+  // Unbinds (waiting for accesses in flight) and frees the entry.
+  void RemoveWindow(uint32_t rkey);
+  // Binds (or, type 1 with length 0, unbinds) the window named by b.new_rkey's index.
+  int BindWindow(const WindowBind& b);
+  // Invalidates a bound type 2 window's rkey (the only keys that can be
+  // invalidated: ibv_reg_mr regions and type 1 windows cannot, as in rxe).
+  // qpn != 0 (SEND with Invalidate): the window must be bound to that QP.
+  int Invalidate(uint32_t rkey, uint32_t pd_id, uint32_t qpn);
 
   // Validates [addr, addr+len) against the key's region, its PD and the
   // access it needs (0 for a local read). Returns 0 or the errno-ish reason:
   // EINVAL = unknown key, EACCES = access/PD violation, ERANGE = out of bounds.
+  // A type 2 window's rkey is valid only through the QP it is bound to
+  // (`qpn`, the target QP of a remote access).
   int Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
-             uint32_t needed_access, uint64_t* host_addr) const;
+             uint32_t needed_access, uint64_t* host_addr, uint32_t qpn = 0) const;
 
   // How long deregistration waits for accesses in flight. The counter does
   // not record who holds it, so an initiator killed between increment and
@@ -76,9 +110,10 @@ class MrTable {
   // (`entries` is its published copy): validates the rkey like Lookup and,
   // on success, counts the access in flight; the caller must call
   // EndRemoteAccess(*held) when the bytes have moved.
+  // `qpn` is the target QP (type 2 windows are bound to one).
   static int BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
-                               uint32_t pd_id, uint32_t needed_access, uint64_t* host_addr,
-                               const MrEntry** held);
+                               uint32_t pd_id, uint32_t needed_access, uint32_t qpn,
+                               uint64_t* host_addr, const MrEntry** held);
   // The table itself (for BeginRemoteAccess by the owner's responder, which
   // must hold the region against deregistration while it copies).
   const MrEntry* entries() const { return entries_; }
@@ -87,8 +122,13 @@ class MrTable {
   }
 
  private:
+  // Marks the entry dead for readers, then waits for accesses in flight.
+  static void Retire(MrEntry& e);
+  // A bound window's unbinding: Retire plus its MR's count (alloc_lock_ held).
+  void Unbind(MrEntry& e);
+
   MrEntry* entries_;
-  SpinLock alloc_lock_;
+  mutable SpinLock alloc_lock_;  // HasWindows (const) takes it too
   uint32_t next_index_ = 1;
 };
 

@@ -51,6 +51,10 @@ struct SendWqe {
   uint64_t remote_addr;
   uint64_t compare_add;  // CMP_AND_SWP: compare; FETCH_AND_ADD: addend
   uint64_t swap;
+  // --- memory windows and invalidation (transport/invalidate.cpp)
+  ibv_mw* mw;             // BIND_MW: the window
+  ibv_mw_bind_info bind;  // BIND_MW: MR, range and access
+  uint32_t key;           // BIND_MW: the new rkey; LOCAL_INV/SEND_WITH_INV: the key to invalidate
 };
 
 // A READ/atomic response (or a NAK behind one) the responder still has to

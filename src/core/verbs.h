@@ -49,6 +49,11 @@ int DeallocPd(ibv_pd* pd);
 ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
 int DeregMr(ibv_mr* mr);
 
+// --- memory windows (verbs_mw.cpp): context ops alloc_mw, dealloc_mw, bind_mw
+ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type);
+int DeallocMw(ibv_mw* mw);
+int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+
 // --- CQ and completion channel (verbs_cq.cpp)
 ibv_comp_channel* CreateCompChannel(ibv_context* context);
 int DestroyCompChannel(ibv_comp_channel* channel);

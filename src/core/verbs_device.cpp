@@ -126,6 +126,9 @@ ibv_context* OpenDevice(ibv_device* device) {
   c.ops.post_send = PostSend;
   c.ops.post_recv = PostRecv;
   c.ops.post_srq_recv = PostSrqRecv;
+  c.ops.alloc_mw = AllocMw;  // memory windows (verbs_mw.cpp)
+  c.ops.dealloc_mw = DeallocMw;
+  c.ops.bind_mw = BindMw;
   v.create_srq_ex = CreateSrqEx;
   v.get_srq_num = GetSrqNum;
   // XRC (xrcd.cpp, verbs_xrc.cpp). close_xrcd must be set: ibv_close_xrcd

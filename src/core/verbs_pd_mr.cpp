@@ -133,7 +133,8 @@ int DeregMr(ibv_mr* ibmr) {
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return EINVAL;
   Mr* mr = Mr::From(ibmr);
-  engine->mr_table().Remove(ibmr->lkey);
+  // Windows bound to the MR point into its memory: unbind them first.
+  if (int rc = engine->mr_table().Remove(ibmr->lkey)) return rc;
   Pd::From(ibmr->pd)->users.fetch_sub(1);
   delete mr;
   return 0;
@@ -183,6 +184,7 @@ int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, in
     iova = reinterpret_cast<uintptr_t>(addr);  // as ibv_reg_mr
   }
 
+  if (engine->mr_table().HasWindows(ibmr->lkey)) return cmd_error(EBUSY);  // see DeregMr
   // The new registration exists before the old one goes, so a failure
   // (table full) leaves the MR exactly as it was.
   Pd* pd = Pd::From(new_pd);

@@ -26,8 +26,9 @@ inline constexpr uint32_t kRcOps = kUcOps | OpBit(IBV_WR_RDMA_READ) |
 // Implemented today, for every QP type that accepts them.
 inline constexpr uint32_t kImplementedOps =
     OpBit(IBV_WR_SEND) | OpBit(IBV_WR_SEND_WITH_IMM) | OpBit(IBV_WR_RDMA_WRITE) |
-    OpBit(IBV_WR_RDMA_WRITE_WITH_IMM) | OpBit(IBV_WR_RDMA_READ) |
-    OpBit(IBV_WR_ATOMIC_CMP_AND_SWP) | OpBit(IBV_WR_ATOMIC_FETCH_AND_ADD);
+    OpBit(IBV_WR_RDMA_WRITE_WITH_IMM) | OpBit(IBV_WR_RDMA_READ) | OpBit(IBV_WR_ATOMIC_CMP_AND_SWP) |
+    OpBit(IBV_WR_ATOMIC_FETCH_AND_ADD) | OpBit(IBV_WR_BIND_MW) | OpBit(IBV_WR_LOCAL_INV) |
+    OpBit(IBV_WR_SEND_WITH_INV);
 
 constexpr uint32_t ValidOps(ibv_qp_type type) {
   switch (type) {

@@ -43,8 +43,9 @@ enum RequestFlags : uint8_t {
   kFlagSolicited = 1 << 0,
   kFlagHasImm = 1 << 1,
   kFlagLastFragment = 1 << 2,
-  kFlagPlaced = 1 << 3,   // kWrite: the initiator already wrote the data itself
-  kFlagCmpSwap = 1 << 4,  // kAtomic: compare-and-swap (else fetch-and-add)
+  kFlagPlaced = 1 << 3,      // kWrite: the initiator already wrote the data itself
+  kFlagCmpSwap = 1 << 4,     // kAtomic: compare-and-swap (else fetch-and-add)
+  kFlagInvalidate = 1 << 5,  // kSend: SEND with Invalidate, the rkey in `imm`
 };
 
 // ACK/NAK syndromes (our own numbering; the mapping to work-completion

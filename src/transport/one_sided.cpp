@@ -151,8 +151,8 @@ Direct ExecuteDirect(Engine& engine, Qp& qp, uint32_t index, ibv_wc_status* stat
 
   uint64_t host = 0;
   const MrEntry* held = nullptr;
-  if (MrTable::BeginRemoteAccess(peer.mrs, w.rkey, w.remote_addr, len, t.pd_id, need, &host,
-                                 &held) != 0) {
+  if (MrTable::BeginRemoteAccess(peer.mrs, w.rkey, w.remote_addr, len, t.pd_id, need,
+                                 qp.attr.dest_qp_num, &host, &held) != 0) {
     *status = IBV_WC_REM_ACCESS_ERR;
     return Direct::kFailed;
   }
@@ -284,6 +284,7 @@ void CaptureOneSidedWr(SendWqe& w, const ibv_send_wr& wr) {
     w.rkey = wr.wr.rdma.rkey;
   }
   if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) w.imm = wr.imm_data;
+  CaptureLocalOpWr(w, wr);  // windows and invalidation (invalidate.cpp)
 }
 
 bool FenceBlocks(Qp& qp) {
@@ -349,7 +350,7 @@ class RegionHold {
   RegionHold(Engine& engine, const Qp& qp, uint32_t rkey, uint64_t addr, uint64_t len,
              uint32_t access) {
     ok_ = MrTable::BeginRemoteAccess(engine.mr_table().entries(), rkey, addr, len, qp.pd->id,
-                                     access, &host_, &held_) == 0;
+                                     access, qp.qpx.qp_base.qp_num, &host_, &held_) == 0;
   }
   ~RegionHold() {
     if (ok_) MrTable::EndRemoteAccess(*held_);
@@ -465,7 +466,8 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       if (req.total_len > 0) {
         uint64_t host = 0;
         if (engine.mr_table().Lookup(KeyKind::kRemote, eth.rkey, eth.remote_addr, req.total_len,
-                                     qp.pd->id, IBV_ACCESS_REMOTE_READ, &host) != 0)
+                                     qp.pd->id, IBV_ACCESS_REMOTE_READ, &host,
+                                     qp.qpx.qp_base.qp_num) != 0)
           return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
       }
       PendingResponse r{};

@@ -142,7 +142,8 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
   wire::RecordHeader h{};
   h.type = wire::RecordType::kSend;
   h.flags = (w.solicited ? wire::kFlagSolicited : 0) |
-            (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0);
+            (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0) |
+            (w.opcode == IBV_WR_SEND_WITH_INV ? wire::kFlagInvalidate : 0);
   h.src_qpn = qp.qpx.qp_base.qp_num;
   h.dst_qpn = qp.attr.dest_qp_num;
   h.psn = w.psn;
@@ -253,8 +254,9 @@ void Transmit(Engine& engine, Qp& qp) {
       return;
     }
     TxResult r = TxResult::kSent;
-    if (IsOneSided(w.opcode)) {
-      OneSidedTx o = TransmitOneSided(engine, qp, qp.sq_tx);
+    if (IsOneSided(w.opcode) || IsLocalOp(w.opcode)) {
+      OneSidedTx o = IsLocalOp(w.opcode) ? ExecuteLocalOp(engine, qp, qp.sq_tx)  // invalidate.cpp
+                                         : TransmitOneSided(engine, qp, qp.sq_tx);
       if (o == OneSidedTx::kRetired) continue;
       if (o == OneSidedTx::kStopped) return;
       if (o == OneSidedTx::kWait) {

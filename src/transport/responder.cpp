@@ -61,6 +61,10 @@ void CompleteRecv(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire::Re
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = req.imm;
   }
+  if (req.flags & wire::kFlagInvalidate) {
+    wc.wc_flags |= IBV_WC_WITH_INV;
+    wc.invalidated_rkey = req.imm;
+  }
   qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) || status != IBV_WC_SUCCESS);
 }
 
@@ -253,9 +257,15 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
       qp.frag_received = 0;
       break;
   }
-  CompleteRecv(qp, *slot.wqe, IBV_WC_SUCCESS, req);
+  // SEND with Invalidate: the key dies before the receive completes. If it
+  // cannot (rc-transport.md §4.6): REM_INV_REQ_ERR on the receive, QP to
+  // ERR, and (as rxe) no NAK: the SEND itself was received.
+  const bool invalidated =
+      !(req.flags & wire::kFlagInvalidate) || InvalidateForSend(engine, qp, req.imm);
+  CompleteRecv(qp, *slot.wqe, invalidated ? IBV_WC_SUCCESS : IBV_WC_REM_INV_REQ_ERR, req);
   ConsumeRecv(qp);
   qp.epsn = PsnAdd(qp.epsn, 1);
+  if (!invalidated) EnterError(engine, qp);
   return !uc;  // UC is never acknowledged
 }
 

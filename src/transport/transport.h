@@ -96,6 +96,17 @@ void PublishQp(Engine& engine, Qp& qp, bool destroyed = false);
 // its response arrived.
 void RetireAcked(Qp& qp, uint32_t psn, bool inclusive);
 
+// --- memory windows and invalidation (invalidate.cpp)
+// BIND_MW and LOCAL_INV: executed by the requester, no packet.
+bool IsLocalOp(ibv_wr_opcode op);
+// Fills the WQE's window/invalidation fields from the WR.
+void CaptureLocalOpWr(SendWqe& w, const ibv_send_wr& wr);
+// Executes a local operation once it is the head of the SQ (kWait before
+// that; kRetired or kStopped after).
+OneSidedTx ExecuteLocalOp(Engine& engine, Qp& qp, uint32_t index);
+// Responder of a SEND with Invalidate: invalidates `rkey` for this QP.
+bool InvalidateForSend(Engine& engine, Qp& qp, uint32_t rkey);
+
 // --- state changes (qp_errors.cpp)
 // Moves the QP to ERR and flushes every outstanding WQE with IBV_WC_WR_FLUSH_ERR.
 void EnterError(Engine& engine, Qp& qp);
