@@ -1,5 +1,7 @@
 #include "core/mr_table.h"
 
+#include "util/seqlock.h"
+
 #include <cerrno>
 #include <initializer_list>
 #include <mutex>
@@ -31,20 +33,6 @@ uint8_t FreshKeyByte(std::initializer_list<uint8_t> avoid) {
   return b;
 }
 
-// Seqlock field accesses without fences (ThreadSanitizer cannot model
-// fences): the writer marks the entry odd, publishes each field with a
-// release store, then marks it even; a reader loads every field with acquire,
-// so a field value from a newer write forces its re-check of the sequence to
-// see that write's odd (or later) mark.
-template <typename T>
-void Publish(T* field, T value) {
-  __atomic_store_n(field, value, __ATOMIC_RELEASE);
-}
-template <typename T>
-T Read(const T* field) {
-  return __atomic_load_n(field, __ATOMIC_ACQUIRE);
-}
-
 }  // namespace
 
 int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length,
@@ -61,16 +49,16 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     uint8_t lbyte = FreshKeyByte({old_l, old_r});
     uint8_t rbyte = FreshKeyByte({old_l, old_r, lbyte});
     // lkey and rkey differ in their key byte; neither is ever 0.
-    Publish(&e.lkey, (index << 8) | lbyte);
-    Publish(&e.rkey, (index << 8) | rbyte);
-    Publish(&e.pd_id, pd_id);
-    Publish(&e.access, access);
-    Publish(&e.iova, iova);
-    Publish(&e.length, length);
-    Publish(&e.host_addr, host_addr);
-    Publish(&e.qpn, 0u);
+    SeqlockStore(&e.lkey, (index << 8) | lbyte);
+    SeqlockStore(&e.rkey, (index << 8) | rbyte);
+    SeqlockStore(&e.pd_id, pd_id);
+    SeqlockStore(&e.access, access);
+    SeqlockStore(&e.iova, iova);
+    SeqlockStore(&e.length, length);
+    SeqlockStore(&e.host_addr, host_addr);
+    SeqlockStore(&e.qpn, 0u);
     e.windows = 0;
-    Publish(&e.live, 1u);
+    SeqlockStore(&e.live, 1u);
     e.seq.store(seq + 2, std::memory_order_release);
     *lkey = e.lkey;
     *rkey = e.rkey;
@@ -82,9 +70,9 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
 void MrTable::Retire(MrEntry& e) {
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
-  Publish(&e.live, 0u);  // keys stay: the next owner's key bytes must differ
-  Publish(&e.length, uint64_t{0});
-  Publish(&e.access, 0u);
+  SeqlockStore(&e.live, 0u);  // keys stay: the next owner's key bytes must differ
+  SeqlockStore(&e.length, uint64_t{0});
+  SeqlockStore(&e.access, 0u);
   e.seq.store(seq + 2, std::memory_order_seq_cst);
   // An initiator that validated the key before the invalidation may still be
   // copying: wait for it (it increments before re-checking seq, so any
@@ -127,10 +115,10 @@ int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t a
   for (;;) {
     uint32_t s1 = e.seq.load(std::memory_order_acquire);
     if (s1 & 1) continue;
-    uint32_t k = Read(&e.rkey), live = Read(&e.live);
-    uint32_t entry_pd = Read(&e.pd_id), access = Read(&e.access);
-    uint64_t iova = Read(&e.iova), length = Read(&e.length), base = Read(&e.host_addr);
-    uint32_t window = Read(&e.window), bound_qpn = Read(&e.qpn);
+    uint32_t k = SeqlockLoad(&e.rkey), live = SeqlockLoad(&e.live);
+    uint32_t entry_pd = SeqlockLoad(&e.pd_id), access = SeqlockLoad(&e.access);
+    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length), base = SeqlockLoad(&e.host_addr);
+    uint32_t window = SeqlockLoad(&e.window), bound_qpn = SeqlockLoad(&e.qpn);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
     if (live == 0 || k != rkey) return EINVAL;
     if (entry_pd != pd_id) return EACCES;
@@ -158,11 +146,11 @@ int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uin
   for (;;) {
     uint32_t s1 = e.seq.load(std::memory_order_acquire);
     if (s1 & 1) continue;
-    uint32_t k = Read(kind == KeyKind::kLocal ? &e.lkey : &e.rkey);
-    uint32_t live = Read(&e.live);
-    uint32_t entry_pd = Read(&e.pd_id), access = Read(&e.access);
-    uint64_t iova = Read(&e.iova), length = Read(&e.length), base = Read(&e.host_addr);
-    uint32_t window = Read(&e.window), bound_qpn = Read(&e.qpn);
+    uint32_t k = SeqlockLoad(kind == KeyKind::kLocal ? &e.lkey : &e.rkey);
+    uint32_t live = SeqlockLoad(&e.live);
+    uint32_t entry_pd = SeqlockLoad(&e.pd_id), access = SeqlockLoad(&e.access);
+    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length), base = SeqlockLoad(&e.host_addr);
+    uint32_t window = SeqlockLoad(&e.window), bound_qpn = SeqlockLoad(&e.qpn);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
     // A window has no lkey (its lkey field is a former MR's, kept for key freshness).
     if (live == 0 || k != key || (window && kind == KeyKind::kLocal)) return EINVAL;
@@ -188,10 +176,10 @@ int MrTable::AddWindow(uint32_t pd_id, uint32_t type, uint32_t* rkey) {
     e.seq.store(seq + 1, std::memory_order_relaxed);
     // Unbound: live stays 0, so the key opens nothing until a bind.
     uint8_t rbyte = FreshKeyByte({static_cast<uint8_t>(e.lkey), static_cast<uint8_t>(e.rkey)});
-    Publish(&e.rkey, (index << 8) | rbyte);
-    Publish(&e.pd_id, pd_id);
-    Publish(&e.window, type);
-    Publish(&e.qpn, 0u);
+    SeqlockStore(&e.rkey, (index << 8) | rbyte);
+    SeqlockStore(&e.pd_id, pd_id);
+    SeqlockStore(&e.window, type);
+    SeqlockStore(&e.qpn, 0u);
     e.parent = 0;
     e.seq.store(seq + 2, std::memory_order_release);
     *rkey = e.rkey;
@@ -216,7 +204,7 @@ void MrTable::RemoveWindow(uint32_t rkey) {
   Unbind(e);
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
-  Publish(&e.window, 0u);
+  SeqlockStore(&e.window, 0u);
   e.seq.store(seq + 2, std::memory_order_release);
 }
 
@@ -245,17 +233,17 @@ int MrTable::BindWindow(const WindowBind& b) {
   Unbind(e);  // a type 1 window's previous binding dies first
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
-  Publish(&e.rkey, b.new_rkey);
+  SeqlockStore(&e.rkey, b.new_rkey);
   if (parent) {
     const MrEntry& p = entries_[parent];
-    Publish(&e.access, b.access);
-    Publish(&e.iova, b.addr);
-    Publish(&e.length, b.length);
-    Publish(&e.host_addr, p.host_addr + (b.addr - p.iova));
-    Publish(&e.qpn, e.window == 2 ? b.qpn : 0u);
+    SeqlockStore(&e.access, b.access);
+    SeqlockStore(&e.iova, b.addr);
+    SeqlockStore(&e.length, b.length);
+    SeqlockStore(&e.host_addr, p.host_addr + (b.addr - p.iova));
+    SeqlockStore(&e.qpn, e.window == 2 ? b.qpn : 0u);
     e.parent = parent;
     ++entries_[parent].windows;
-    Publish(&e.live, 1u);
+    SeqlockStore(&e.live, 1u);
   }
   e.seq.store(seq + 2, std::memory_order_release);
   return 0;

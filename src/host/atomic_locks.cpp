@@ -1,5 +1,7 @@
 #include "host/atomic_locks.h"
 
+#include "util/process.h"
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -15,21 +17,6 @@ namespace {
 // Spins before the first liveness check of the holder. Critical sections are
 // two small copies, so a live holder is normally done long before this.
 constexpr uint32_t kSpinsBeforeCheck = 1u << 14;
-
-// False if `pid` no longer runs: gone, or a zombie nobody has reaped yet.
-bool HolderAlive(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "re");
-  if (!f) return false;
-  char buf[512];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char* p = strrchr(buf, ')');
-  return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
-}
 
 }  // namespace
 
@@ -52,7 +39,7 @@ void AtomicLocks::Lock(uint32_t stripe) {
     }
     spins = 0;
     // A holder of our own pid is another thread of ours: alive by definition.
-    if (holder != 0 && holder != me && !HolderAlive(static_cast<pid_t>(holder)) &&
+    if (holder != 0 && holder != me && ProcessGone(static_cast<pid_t>(holder)) &&
         w.compare_exchange_strong(holder, me, std::memory_order_acquire))
       return;  // took over the lock of a holder that died in its critical section
   }

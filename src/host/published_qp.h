@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "util/seqlock.h"
+
 namespace softrdma {
 
 struct PublishedQp {
@@ -31,14 +33,13 @@ struct QpSnapshot {
 inline void PublishQpEntry(PublishedQp& e, const QpSnapshot& s) {
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  e.owner_slot = s.owner_slot;
-  e.owner_gen = s.owner_gen;
-  e.pd_id = s.pd_id;
-  e.access = s.access;
-  e.state = s.state;
-  e.dest_qpn = s.dest_qpn;
-  e.type = s.type;
+  SeqlockStore(&e.owner_slot, s.owner_slot);
+  SeqlockStore(&e.owner_gen, s.owner_gen);
+  SeqlockStore(&e.pd_id, s.pd_id);
+  SeqlockStore(&e.access, s.access);
+  SeqlockStore(&e.state, s.state);
+  SeqlockStore(&e.dest_qpn, s.dest_qpn);
+  SeqlockStore(&e.type, s.type);
   e.seq.store(seq + 2, std::memory_order_release);
 }
 
@@ -47,8 +48,9 @@ inline QpSnapshot ReadQpEntry(const PublishedQp& e) {
   for (;;) {
     uint32_t s1 = e.seq.load(std::memory_order_acquire);
     if (s1 & 1) continue;
-    QpSnapshot s{e.owner_slot, e.owner_gen, e.pd_id, e.access, e.state, e.dest_qpn, e.type};
-    std::atomic_thread_fence(std::memory_order_acquire);
+    QpSnapshot s{SeqlockLoad(&e.owner_slot), SeqlockLoad(&e.owner_gen), SeqlockLoad(&e.pd_id),
+                 SeqlockLoad(&e.access),     SeqlockLoad(&e.state),     SeqlockLoad(&e.dest_qpn),
+                 SeqlockLoad(&e.type)};
     if (e.seq.load(std::memory_order_relaxed) == s1) return s;
   }
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/process.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -22,40 +23,6 @@ namespace {
 constexpr uint64_t kMagic = 0x31474552414d4453ull;  // "SDMAREG1"
 // 2: published QP attributes and the atomic lock stripes (one-sided operations).
 constexpr uint32_t kLayoutVersion = 2;
-
-// Reads /proc/<pid>/stat: the process start time in clock ticks since boot
-// (field 22) — together with the pid it identifies a process even after pid
-// reuse — and whether it is a zombie (field 3 == 'Z'): a SIGKILLed process
-// nobody has reaped yet holds its pid but is dead to us.
-struct ProcStat {
-  uint64_t start_time = 0;  // 0 = no such process
-  bool zombie = false;
-};
-
-ProcStat ReadProcStat(pid_t pid) {
-  ProcStat out;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "re");
-  if (!f) return out;
-  char buf[1024];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  // The command name (field 2) may contain spaces and parentheses: skip to
-  // the last ')'.
-  char* p = strrchr(buf, ')');
-  if (!p || p[1] != ' ') return out;
-  p += 2;  // field 3: the state
-  out.zombie = *p == 'Z' || *p == 'X';
-  for (int field = 3; field < 22 && *p; ++field) {
-    p = strchr(p, ' ');
-    if (!p) return out;
-    ++p;
-  }
-  out.start_time = strtoull(p, nullptr, 10);
-  return out;
-}
 
 uint64_t ProcessStartTime(pid_t pid) {
   return ReadProcStat(pid).start_time;

@@ -26,6 +26,7 @@
 #include "core/limits.h"
 #include "transport/atomics.h"
 #include "transport/engine.h"
+#include "transport/iov_slice.h"
 #include "transport/transport.h"
 #include "util/clock.h"
 #include "util/config.h"
@@ -224,18 +225,7 @@ OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
   h.mode = w.total_len <= piece ? wire::PayloadMode::kInline : wire::PayloadMode::kFragment;
   while (w.tx_offset < w.total_len) {
     uint32_t len = std::min(std::max(piece, 8192u), w.total_len - w.tx_offset);
-    int n = 2;
-    uint64_t skip = w.tx_offset, want = len;
-    for (int i = 0; i < nlocal && want; ++i) {
-      if (skip >= local[i].iov_len) {
-        skip -= local[i].iov_len;
-        continue;
-      }
-      uint64_t take = std::min<uint64_t>(local[i].iov_len - skip, want);
-      parts[n++] = iovec{static_cast<uint8_t*>(local[i].iov_base) + skip, take};
-      want -= take;
-      skip = 0;
-    }
+    int n = 2 + SliceIovecs(local, nlocal, w.tx_offset, len, parts + 2);
     h.frag_offset = w.tx_offset;
     h.payload_len = len;
     h.flags =

@@ -9,6 +9,7 @@
 #include "core/qp_state_machine.h"
 #include "core/wr_opcodes.h"
 #include "transport/engine.h"
+#include "transport/iov_slice.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
 #include "util/clock.h"
@@ -196,18 +197,7 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
     uint32_t len = std::min(kFragmentBytes, w.total_len - w.tx_offset);
     iovec frag[limits::kMaxSge + 1];
     frag[0] = iovec{&h, sizeof h};
-    int nfrag = 1;
-    uint64_t skip = w.tx_offset, want = len;
-    for (int i = 1; i <= nlocal && want; ++i) {
-      if (skip >= parts[i].iov_len) {
-        skip -= parts[i].iov_len;
-        continue;
-      }
-      uint64_t take = std::min<uint64_t>(parts[i].iov_len - skip, want);
-      frag[nfrag++] = iovec{static_cast<uint8_t*>(parts[i].iov_base) + skip, take};
-      want -= take;
-      skip = 0;
-    }
+    int nfrag = 1 + SliceIovecs(parts + 1, nlocal, w.tx_offset, len, frag + 1);
     h.frag_offset = w.tx_offset;
     h.payload_len = len;
     h.flags =

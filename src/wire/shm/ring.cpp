@@ -1,5 +1,7 @@
 #include "wire/shm/ring.h"
 
+#include "util/process.h"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -92,27 +94,6 @@ int64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-// True only if `pid` certainly no longer runs: it does not exist, or it is a
-// zombie (SIGKILLed but not yet reaped by its parent, which kill(pid, 0) still
-// reports as present). Any doubt answers "alive": a wrong "dead" would let the
-// consumer reuse slots that a live producer still writes.
-bool ProcessGone(uint32_t pid) {
-  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
-  char path[32];
-  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT;
-  char buf[512];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // "pid (comm) S ...": comm may contain ')' so take the last one.
-  const char* paren = std::strrchr(buf, ')');
-  if (paren == nullptr || paren[1] != ' ') return false;
-  return paren[2] == 'Z' || paren[2] == 'X';
 }
 
 size_t SeqArrayBytes(uint32_t slot_count) {
@@ -383,7 +364,7 @@ bool Ring::SkipIfDead(uint64_t pos, uint64_t word) {
   stall_since_ns_ = now;
   const uint32_t pid = Pid(word);
   const uint32_t n = Slots(word);
-  if (pid == 0 || n == 0 || n > slot_count_ || !ProcessGone(pid)) return false;
+  if (pid == 0 || n == 0 || n > slot_count_ || !ProcessGone(static_cast<pid_t>(pid))) return false;
   // The claimer may have committed after we read `word` and exited before we
   // asked: then the record is complete and must be delivered, not dropped.
   if (seq(pos).load(std::memory_order_acquire) != word) return false;
