@@ -230,11 +230,14 @@ TEST_F(CqEx, ResizeKeepsQueuedCompletions) {
   ASSERT_TRUE(q && sender);
   ConnectPair(q, sender);
 
-  std::vector<uint8_t> buf(64, 9);
+  // Separate send and receive buffers: the receives land while later sends
+  // still read theirs.
+  std::vector<uint8_t> buf(64, 9), rbuf(64);
   ibv_mr* m = Reg(buf.data(), buf.size());
+  ibv_mr* rm = Reg(rbuf.data(), rbuf.size());
   auto send_batch = [&](int n, uint64_t first) {
     for (int i = 0; i < n; ++i) {
-      ibv_sge s{reinterpret_cast<uintptr_t>(buf.data()), 8, m->lkey};
+      ibv_sge s{reinterpret_cast<uintptr_t>(rbuf.data()), 8, rm->lkey};
       ASSERT_EQ(PostRecv(q, first + i, &s, 1), 0);
     }
     for (int i = 0; i < n; ++i) {
