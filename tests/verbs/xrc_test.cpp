@@ -21,6 +21,13 @@ std::string DomainFile() {
   return path;
 }
 
+// Removes the domain file when the test ends, however it ends (a failed
+// ASSERT returns early).
+struct DomainFileGuard {
+  std::string path = DomainFile();
+  ~DomainFileGuard() { unlink(path.c_str()); }
+};
+
 ibv_xrcd* OpenDomain(ibv_context* ctx, int fd, int oflags) {
   ibv_xrcd_init_attr a{};
   a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
@@ -408,7 +415,8 @@ TEST_F(Xrc, OpenQpSharesTheTarget) {
 TEST(XrcDomain, OflagsFollowTheManPage) {
   ibv_context* ctx = OpenSoftrdma();
   ASSERT_NE(ctx, nullptr);
-  std::string path = DomainFile();
+  DomainFileGuard file;
+  const std::string& path = file.path;
   int fd = open(path.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   errno = 0;
@@ -479,7 +487,8 @@ bool ReadAll(int fd, void* p, size_t n) {
 }
 
 TEST(XrcTwoProcesses, DomainSharedThroughAFile) {
-  std::string path = DomainFile();
+  DomainFileGuard file;
+  const std::string& path = file.path;
   int p2c[2], c2p[2];
   ASSERT_EQ(pipe(p2c), 0);
   ASSERT_EQ(pipe(c2p), 0);
