@@ -180,6 +180,7 @@ int MrTable::AddWindow(uint32_t pd_id, uint32_t type, uint32_t* rkey) {
     SeqlockStore(&e.pd_id, pd_id);
     SeqlockStore(&e.window, type);
     SeqlockStore(&e.qpn, 0u);
+    if (type == 2) ++type2_windows_;
     e.parent = 0;
     e.seq.store(seq + 2, std::memory_order_release);
     *rkey = e.rkey;
@@ -202,6 +203,7 @@ void MrTable::RemoveWindow(uint32_t rkey) {
   MrEntry& e = entries_[index];
   if (!e.window) return;
   Unbind(e);
+  if (e.window == 2) --type2_windows_;
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
   SeqlockStore(&e.window, 0u);
@@ -258,6 +260,15 @@ int MrTable::Invalidate(uint32_t rkey, uint32_t pd_id, uint32_t qpn) {
   if (e.pd_id != pd_id || (qpn && e.qpn != qpn)) return EACCES;
   Unbind(e);
   return 0;
+}
+
+void MrTable::UnbindQpWindows(uint32_t qpn) {
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  if (type2_windows_ == 0) return;
+  for (uint32_t i = 1; i < kCapacity; ++i) {
+    MrEntry& e = entries_[i];
+    if (e.window == 2 && e.live && e.qpn == qpn) Unbind(e);
+  }
 }
 
 }  // namespace softrdma

@@ -91,6 +91,10 @@ class MrTable {
   // invalidated: ibv_reg_mr regions and type 1 windows cannot, as in rxe).
   // qpn != 0 (SEND with Invalidate): the window must be bound to that QP.
   int Invalidate(uint32_t rkey, uint32_t pd_id, uint32_t qpn);
+  // Unbinds every type 2 window bound to `qpn` (the QP is being destroyed:
+  // its number may be handed out again, and the windows must not open to
+  // whoever gets it).
+  void UnbindQpWindows(uint32_t qpn);
 
   // Validates [addr, addr+len) against the key's region, its PD and the
   // access it needs (0 for a local read). Returns 0 or the errno-ish reason:
@@ -130,6 +134,7 @@ class MrTable {
   MrEntry* entries_;
   mutable SpinLock alloc_lock_;  // HasWindows (const) takes it too
   uint32_t next_index_ = 1;
+  uint32_t type2_windows_ = 0;  // allocated type 2 windows: skip the scan when 0
 };
 
 }  // namespace softrdma

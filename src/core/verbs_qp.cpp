@@ -223,6 +223,9 @@ int DestroyQp(ibv_qp* ibqp) {
   }
   // After this no record is dispatched to the QP and no service runs on it.
   engine->UnregisterQp(qp);
+  // Type 2 windows bound through this QP die with it: its number will be
+  // handed out again.
+  engine->mr_table().UnbindQpWindows(ibqp->qp_num);
   if (qp->pd) qp->pd->users.fetch_sub(1);
   if (qp->send_cq) qp->send_cq->users.fetch_sub(1);
   if (qp->type == IBV_QPT_XRC_RECV) {

@@ -232,6 +232,31 @@ TEST_F(Mw, Type2OnlyThroughItsQp) {
   EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_WRITE, 0, Addr(0), 64, key), IBV_WC_SUCCESS);
 }
 
+TEST_F(Mw, Type2WindowDiesWithItsQp) {
+  // Bound through a QP that is then destroyed: its number will be handed out
+  // again, so the window must be unbound (free to bind anew), not left open.
+  QpParams p;
+  ibv_qp* c = CreateRcQp(pd, cq_a, cq_a, p);
+  ibv_qp* d = CreateRcQp(pd, cq_b, cq_b, p);
+  ASSERT_TRUE(c && d);
+  ASSERT_EQ(ToInit(c), 0);
+  ASSERT_EQ(ToInit(d), 0);
+  ASSERT_EQ(Connect(ctx, c, gid, d->qp_num, p), 0);
+  ASSERT_EQ(Connect(ctx, d, gid, c->qp_num, p), 0);
+  ibv_mw* w = Alloc(IBV_MW_TYPE_2);
+  const uint32_t key = ibv_inc_rkey(w->rkey);
+  ASSERT_EQ(Bind2(d, cq_b, w, key, tmr, 0, 1024, kWinRw), IBV_WC_SUCCESS);
+  ASSERT_EQ(Rdma(c, cq_a, IBV_WR_RDMA_WRITE, 0, Addr(0), 64, key), IBV_WC_SUCCESS);
+  const uint32_t key2 = ibv_inc_rkey(key);
+  ASSERT_EQ(ibv_destroy_qp(c), 0);
+  ASSERT_EQ(ibv_destroy_qp(d), 0);
+  // Unbound with its QP: it binds again (through b) and the old key is dead.
+  ASSERT_EQ(Bind2(b, cq_b, w, key2, tmr, 0, 64, kWinRw), IBV_WC_SUCCESS);
+  EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_READ, 0, Addr(0), 64, key2), IBV_WC_SUCCESS);
+  // (An access violation moves the QP to ERR, so this comes last.)
+  EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_READ, 0, Addr(0), 64, key), IBV_WC_REM_ACCESS_ERR);
+}
+
 TEST_F(Mw, LocalInvalidateKillsType2Key) {
   ibv_mw* w = Alloc(IBV_MW_TYPE_2);
   const uint32_t key = ibv_inc_rkey(w->rkey);
