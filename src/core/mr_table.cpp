@@ -117,7 +117,8 @@ int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t a
     if (s1 & 1) continue;
     uint32_t k = SeqlockLoad(&e.rkey), live = SeqlockLoad(&e.live);
     uint32_t entry_pd = SeqlockLoad(&e.pd_id), access = SeqlockLoad(&e.access);
-    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length), base = SeqlockLoad(&e.host_addr);
+    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length),
+             base = SeqlockLoad(&e.host_addr);
     uint32_t window = SeqlockLoad(&e.window), bound_qpn = SeqlockLoad(&e.qpn);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
     if (live == 0 || k != rkey) return EINVAL;
@@ -149,7 +150,8 @@ int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uin
     uint32_t k = SeqlockLoad(kind == KeyKind::kLocal ? &e.lkey : &e.rkey);
     uint32_t live = SeqlockLoad(&e.live);
     uint32_t entry_pd = SeqlockLoad(&e.pd_id), access = SeqlockLoad(&e.access);
-    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length), base = SeqlockLoad(&e.host_addr);
+    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length),
+             base = SeqlockLoad(&e.host_addr);
     uint32_t window = SeqlockLoad(&e.window), bound_qpn = SeqlockLoad(&e.qpn);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
     // A window has no lkey (its lkey field is a former MR's, kept for key freshness).

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "util/clock.h"
-#include "util/process.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/process.h"
 
 namespace softrdma {
 
