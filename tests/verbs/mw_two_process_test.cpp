@@ -8,23 +8,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "process_pipes.h"
 #include "verbs_fixture.h"
 
 namespace softrdma::test {
 namespace {
-
-bool Put(int fd, const void* p, size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool Get(int fd, void* p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, static_cast<char*>(p) + got, n - got);
-    if (r <= 0) return false;
-    got += static_cast<size_t>(r);
-  }
-  return true;
-}
 
 struct Window {
   uint64_t addr;
@@ -70,7 +58,7 @@ constexpr size_t kOff = 256, kLen = 1024;
   ibv_mw* mw = mr ? ibv_alloc_mw(pd, IBV_MW_TYPE_2) : nullptr;
   if (!mw) _exit(12);
   uint32_t peer_qpn = 0;
-  if (!Put(up, &qp->qp_num, 4) || !Get(down, &peer_qpn, 4)) _exit(13);
+  if (!WriteAll(up, &qp->qp_num, 4) || !ReadAll(down, &peer_qpn, 4)) _exit(13);
   if (Connect(ctx, qp, gid, peer_qpn, QpParams{})) _exit(14);
   ibv_send_wr bind{};
   bind.opcode = IBV_WR_BIND_MW;
@@ -81,9 +69,9 @@ constexpr size_t kOff = 256, kLen = 1024;
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
   if (RunOne(qp, cq, bind) != IBV_WC_SUCCESS) _exit(15);
   Window w{reinterpret_cast<uintptr_t>(&buf[kOff]), bind.bind_mw.rkey};
-  if (!Put(up, &w, sizeof w)) _exit(16);
+  if (!WriteAll(up, &w, sizeof w)) _exit(16);
   char c = 0;
-  if (!Get(down, &c, 1)) _exit(17);  // the peer wrote, read and added
+  if (!ReadAll(down, &c, 1)) _exit(17);  // the peer wrote, read and added
   for (size_t i = 0; i < 512; ++i)
     if (buf[kOff + i] != static_cast<uint8_t>(i * 13 + 1)) _exit(18);
   uint64_t counter = 0;
@@ -93,7 +81,7 @@ constexpr size_t kOff = 256, kLen = 1024;
   inv.opcode = IBV_WR_LOCAL_INV;
   inv.invalidate_rkey = w.rkey;
   if (RunOne(qp, cq, inv) != IBV_WC_SUCCESS) _exit(20);
-  if (!Put(up, &c, 1) || !Get(down, &c, 1)) _exit(21);
+  if (!WriteAll(up, &c, 1) || !ReadAll(down, &c, 1)) _exit(21);
   exit(0);  // exit(): the library removes its segment at exit
 }
 
@@ -112,11 +100,11 @@ TEST(MwTwoProcesses, Type2WindowFromAnotherProcess) {
   ibv_qp* qp = MakeQp(ctx, pd, cq);
   ASSERT_NE(qp, nullptr);
   uint32_t owner_qpn = 0;
-  ASSERT_TRUE(Get(up[0], &owner_qpn, 4));
+  ASSERT_TRUE(ReadAll(up[0], &owner_qpn, 4));
   ASSERT_EQ(Connect(ctx, qp, gid, owner_qpn, QpParams{}), 0);
-  ASSERT_TRUE(Put(down[1], &qp->qp_num, 4));
+  ASSERT_TRUE(WriteAll(down[1], &qp->qp_num, 4));
   Window w{};
-  ASSERT_TRUE(Get(up[0], &w, sizeof w));
+  ASSERT_TRUE(ReadAll(up[0], &w, sizeof w));
 
   std::vector<uint8_t> src(512), back(512, 0), old(8, 0xff);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 13 + 1);
@@ -145,12 +133,12 @@ TEST(MwTwoProcesses, Type2WindowFromAnotherProcess) {
   EXPECT_EQ(RunOne(qp, cq, fa), IBV_WC_SUCCESS);
   EXPECT_EQ(old, std::vector<uint8_t>(8, 0));
   char c = 'w';
-  ASSERT_TRUE(Put(down[1], &c, 1));
-  ASSERT_TRUE(Get(up[0], &c, 1));  // the owner invalidated the key
+  ASSERT_TRUE(WriteAll(down[1], &c, 1));
+  ASSERT_TRUE(ReadAll(up[0], &c, 1));  // the owner invalidated the key
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.sg_list = &s;
   EXPECT_EQ(RunOne(qp, cq, wr), IBV_WC_REM_ACCESS_ERR);
-  ASSERT_TRUE(Put(down[1], &c, 1));
+  ASSERT_TRUE(WriteAll(down[1], &c, 1));
   int st = 0;
   ASSERT_EQ(waitpid(child, &st, 0), child);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;

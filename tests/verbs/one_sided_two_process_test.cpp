@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "process_pipes.h"
 #include "verbs_fixture.h"
 
 namespace softrdma::test {
@@ -22,25 +23,6 @@ constexpr int kAllRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 bool CmaDisabled() {
   const char* v = getenv("SOFTRDMA_CMA");
   return v && strcmp(v, "0") == 0;
-}
-
-uint64_t Checksum(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-bool Put(int fd, const void* p, size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool Get(int fd, void* p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, static_cast<char*>(p) + got, n - got);
-    if (r <= 0) return false;
-    got += static_cast<size_t>(r);
-  }
-  return true;
 }
 
 // What one side tells the other to reach its memory.
@@ -124,12 +106,13 @@ constexpr size_t kMeg = (1 << 20) + 7;
                     {reinterpret_cast<uintptr_t>(rbuf.data()), mr->rkey, c.qp->qp_num}};
   uint64_t rsum = Checksum(rbuf.data(), rbuf.size());
   uint32_t peer_qpn = 0;
-  if (!Put(up, mine, sizeof mine) || !Put(up, &rsum, 8) || !Get(down, &peer_qpn, 4)) _exit(13);
+  if (!WriteAll(up, mine, sizeof mine) || !WriteAll(up, &rsum, 8) || !ReadAll(down, &peer_qpn, 4))
+    _exit(13);
   if (!c.Connect(ctx, gid, peer_qpn)) _exit(14);
   char ready = 'r';
-  if (!Put(up, &ready, 1)) _exit(15);
+  if (!WriteAll(up, &ready, 1)) _exit(15);
   uint64_t expect = 0;
-  if (!Get(down, &expect, 8)) _exit(16);  // (we may be stopped meanwhile)
+  if (!ReadAll(down, &expect, 8)) _exit(16);  // (we may be stopped meanwhile)
   if (Checksum(&wbuf[3], kMeg) != expect) _exit(17);
   if (wbuf[2] != 0 || wbuf[3 + kMeg] != 0) _exit(18);
   exit(0);  // exit(): the library removes its segment at exit
@@ -150,12 +133,12 @@ TEST(OneSidedTwoProcesses, MegabyteWriteAndReadWithoutTargetCpu) {
   ASSERT_TRUE(c.Create(ctx, pd));
   Remote target[2];
   uint64_t rsum = 0;
-  ASSERT_TRUE(Get(up[0], target, sizeof target));
-  ASSERT_TRUE(Get(up[0], &rsum, 8));
+  ASSERT_TRUE(ReadAll(up[0], target, sizeof target));
+  ASSERT_TRUE(ReadAll(up[0], &rsum, 8));
   ASSERT_TRUE(c.Connect(ctx, gid, target[0].qpn));
-  ASSERT_TRUE(Put(down[1], &c.qp->qp_num, 4));
+  ASSERT_TRUE(WriteAll(down[1], &c.qp->qp_num, 4));
   char ready;
-  ASSERT_TRUE(Get(up[0], &ready, 1));
+  ASSERT_TRUE(ReadAll(up[0], &ready, 1));
 
   std::vector<uint8_t> src(kMeg), back(kMeg + 2, 0xaa);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + (i >> 11));
@@ -185,7 +168,7 @@ TEST(OneSidedTwoProcesses, MegabyteWriteAndReadWithoutTargetCpu) {
   EXPECT_EQ(back[0], 0xaa);
   EXPECT_EQ(back[kMeg + 1], 0xaa);
   uint64_t sum = Checksum(src.data(), kMeg);
-  ASSERT_TRUE(Put(down[1], &sum, 8));
+  ASSERT_TRUE(WriteAll(down[1], &sum, 8));
   int st = 0;
   ASSERT_EQ(waitpid(child, &st, 0), child);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
@@ -242,13 +225,13 @@ bool Hammer(Conn& c, uint64_t addr, uint32_t rkey, uint64_t* result, uint32_t lk
   for (auto& x : c)
     if (!x.Create(ctx, pd)) _exit(11);
   Remote counter[kThreads];
-  if (!Get(down, counter, sizeof counter)) _exit(12);
+  if (!ReadAll(down, counter, sizeof counter)) _exit(12);
   for (int t = 0; t < kThreads; ++t) {
     if (!c[t].Connect(ctx, gid, counter[t].qpn)) _exit(13);
-    if (!Put(up, &c[t].qp->qp_num, 4)) _exit(14);
+    if (!WriteAll(up, &c[t].qp->qp_num, 4)) _exit(14);
   }
   char go;
-  if (!Get(down, &go, 1)) _exit(15);
+  if (!ReadAll(down, &go, 1)) _exit(15);
   alignas(8) static uint64_t results[kThreads];
   ibv_mr* mr = ibv_reg_mr(pd, results, sizeof results, IBV_ACCESS_LOCAL_WRITE);
   if (!mr) _exit(16);
@@ -293,10 +276,10 @@ TEST(OneSidedTwoProcesses, AtomicHammerExactSum) {
     Remote r[kThreads];
     for (int t = 0; t < kThreads; ++t)
       r[t] = {reinterpret_cast<uintptr_t>(counter), mc->rkey, conns[k * kThreads + t].qp->qp_num};
-    ASSERT_TRUE(Put(kids[k].down, r, sizeof r));
+    ASSERT_TRUE(WriteAll(kids[k].down, r, sizeof r));
     for (int t = 0; t < kThreads; ++t) {
       uint32_t qpn = 0;
-      ASSERT_TRUE(Get(kids[k].up, &qpn, 4));
+      ASSERT_TRUE(ReadAll(kids[k].up, &qpn, 4));
       ASSERT_TRUE(conns[k * kThreads + t].Connect(ctx, gid, qpn));
     }
   }
@@ -309,7 +292,7 @@ TEST(OneSidedTwoProcesses, AtomicHammerExactSum) {
   ibv_mr* mres = ibv_reg_mr(pd, &result, 8, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mres, nullptr);
 
-  for (auto& k : kids) ASSERT_TRUE(Put(k.down, "g", 1));
+  for (auto& k : kids) ASSERT_TRUE(WriteAll(k.down, "g", 1));
   bool self_ok =
       Hammer(self_a, reinterpret_cast<uintptr_t>(counter), mc->rkey, &result, mres->lkey);
   EXPECT_TRUE(self_ok);
@@ -356,9 +339,9 @@ TEST(OneSidedTwoProcesses, AtomicHammerExactSum) {
   Conn c;
   if (!pd || !c.Create(ctx, pd)) _exit(11);
   Remote target;
-  if (!Get(down, &target, sizeof target)) _exit(12);
+  if (!ReadAll(down, &target, sizeof target)) _exit(12);
   if (!c.Connect(ctx, gid, target.qpn)) _exit(13);
-  if (!Put(up, &c.qp->qp_num, 4)) _exit(14);
+  if (!WriteAll(up, &c.qp->qp_num, 4)) _exit(14);
   std::vector<uint8_t> buf(65536);
   ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!mr) _exit(15);
@@ -367,8 +350,8 @@ TEST(OneSidedTwoProcesses, AtomicHammerExactSum) {
   for (;;) {
     status = RunOne(c, IBV_WR_RDMA_READ, &s, 1, target.addr, target.rkey);
     if (status != IBV_WC_SUCCESS) break;
-    if (buf[100] != 0x5a) _exit(16);  // a successful READ returns the data
-    if (++ok == 20) Put(up, "s", 1);  // started: the parent deregisters now
+    if (buf[100] != 0x5a) _exit(16);       // a successful READ returns the data
+    if (++ok == 20) WriteAll(up, "s", 1);  // started: the parent deregisters now
   }
   exit(ok >= 20 && status == IBV_WC_REM_ACCESS_ERR ? 0 : 20 + (ok < 20));
 }
@@ -393,12 +376,12 @@ TEST(OneSidedTwoProcesses, DeregWhilePeerReads) {
   ASSERT_GE(child, 0);
   if (child == 0) ReaderChild(up[1], down[0]);
   Remote r{reinterpret_cast<uintptr_t>(mem) + 4096, mr->rkey, c.qp->qp_num};
-  ASSERT_TRUE(Put(down[1], &r, sizeof r));
+  ASSERT_TRUE(WriteAll(down[1], &r, sizeof r));
   uint32_t qpn = 0;
-  ASSERT_TRUE(Get(up[0], &qpn, 4));
+  ASSERT_TRUE(ReadAll(up[0], &qpn, 4));
   ASSERT_TRUE(c.Connect(ctx, gid, qpn));
   char started;
-  ASSERT_TRUE(Get(up[0], &started, 1));
+  ASSERT_TRUE(ReadAll(up[0], &started, 1));
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   // The region is gone for every initiator: the memory may go away now.
   ASSERT_EQ(munmap(mem, len), 0);

@@ -7,16 +7,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "process_pipes.h"
 #include "verbs_fixture.h"
 
 namespace softrdma::test {
 namespace {
-
-uint64_t Checksum(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 struct Endpoint {
   ibv_context* ctx = nullptr;
@@ -34,13 +29,6 @@ struct Endpoint {
     return qp && gid >= 0 && ToInit(qp) == 0;
   }
 };
-
-bool WriteAll(int fd, const void* p, size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool ReadAll(int fd, void* p, size_t n) {
-  return read(fd, p, n) == static_cast<ssize_t>(n);
-}
 
 constexpr size_t kBig = (1 << 20) + 3;
 

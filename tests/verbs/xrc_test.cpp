@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "process_pipes.h"
 #include "verbs_fixture.h"
 
 namespace softrdma::test {
@@ -440,13 +441,6 @@ TEST(XrcDomain, OflagsFollowTheManPage) {
   close(fd);
   unlink(path.c_str());
   ibv_close_device(ctx);
-}
-
-bool WriteAll(int fd, const void* p, size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool ReadAll(int fd, void* p, size_t n) {
-  return read(fd, p, n) == static_cast<ssize_t>(n);
 }
 
 // Child: joins the parent's domain through the file (it must exist: no

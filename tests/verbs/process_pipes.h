@@ -1,0 +1,39 @@
+// Helpers for tests with several processes: whole-message pipe I/O between
+// parent and child, and a checksum to compare payloads across them.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace softrdma::test {
+
+inline bool WriteAll(int fd, const void* p, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, static_cast<const char*>(p) + done, n - done);
+    if (w <= 0) return false;
+    done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+inline bool ReadAll(int fd, void* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, static_cast<char*>(p) + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// FNV-1a over the bytes.
+inline uint64_t Checksum(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace softrdma::test
