@@ -58,7 +58,12 @@ RAW=$OUT/raw
 TIMEOUT=${BENCH_TIMEOUT:-$((QUICK ? 30 : 60))}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$OUT/run.log"; }
+# The log is committed with the results: the repository's path is written as <repo>.
+log() {
+  local msg=$*
+  msg=${msg//"$ROOT"/<repo>}
+  printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$msg" | tee -a "$OUT/run.log"
+}
 
 # ---------------------------------------------------------------- sizes, iterations
 if ((QUICK)); then
