@@ -30,6 +30,8 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=../scripts/lib/procs.sh
+source "$ROOT/scripts/lib/procs.sh"
 
 QUICK=0
 REPEAT=""
@@ -121,35 +123,7 @@ forget_pid() {
   PIDS=("${keep[@]}")
 }
 
-alive() {
-  local stat
-  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
-  stat=${stat##*) }
-  [[ "${stat%% *}" != Z ]]
-}
-
-# port_in_use PORT [listen]: PORT appears in /proc/net/tcp{,6} (only LISTEN sockets if asked).
-port_in_use() {
-  local hex f _sl local_addr _rem st _rest
-  hex=$(printf '%04X' "$1")
-  for f in /proc/net/tcp /proc/net/tcp6; do
-    [[ -r "$f" ]] || continue
-    while read -r _sl local_addr _rem st _rest; do
-      [[ "${local_addr##*:}" == "$hex" ]] || continue
-      [[ -z "${2:-}" || "$st" == 0A ]] && return 0
-    done <"$f"
-  done
-  return 1
-}
-
-free_port() {
-  local p i
-  for ((i = 0; i < 200; i++)); do
-    p=$((10000 + RANDOM % 22000))
-    port_in_use "$p" || { echo "$p"; return 0; }
-  done
-  return 1
-}
+alive() { proc_alive "$1"; }
 
 # ---------------------------------------------------------------- setup
 install_deps() {

@@ -16,6 +16,9 @@
 #
 # Exit codes: 0 pass, 1 fail, 77 skip (a tool is missing and cannot be installed).
 
+# shellcheck source=../../scripts/lib/procs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/procs.sh"
+
 SR_TIMEOUT=${SR_TIMEOUT:-60}
 SR_DEVICE=softrdma0
 SR_LOOPBACK_GID=::ffff:127.0.0.1
@@ -163,12 +166,7 @@ sr_kill_group() {
 }
 
 # sr_alive PID: the process exists and is not a zombie.
-sr_alive() {
-  local stat
-  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
-  stat=${stat##*) }
-  [[ "${stat%% *}" != Z ]]
-}
+sr_alive() { proc_alive "$1"; }
 
 # sr_stat_field PID INDEX: field of /proc/PID/stat counted from the state
 # field (index 0 = field 3 "state"; 1 = ppid; 11 = utime; 12 = stime).
@@ -193,29 +191,9 @@ sr_child_of() {
   return 1
 }
 
-# sr_port_in_use PORT [LISTEN]: PORT appears in /proc/net/tcp{,6} (only
-# listening sockets when the second argument is given).
-sr_port_in_use() {
-  local hex f _sl local_addr _rem st _rest
-  hex=$(printf '%04X' "$1")
-  for f in /proc/net/tcp /proc/net/tcp6; do
-    [[ -r "$f" ]] || continue
-    while read -r _sl local_addr _rem st _rest; do
-      [[ "${local_addr##*:}" == "$hex" ]] || continue
-      [[ -z "${2:-}" || "$st" == 0A ]] && return 0
-    done <"$f"
-  done
-  return 1
-}
-
 # sr_free_port: set SR_PORT to a TCP port nobody uses now.
 sr_free_port() {
-  local i
-  for ((i = 0; i < 200; i++)); do
-    SR_PORT=$((10000 + RANDOM % 22000)) # below the usual ephemeral range
-    sr_port_in_use "$SR_PORT" || return 0
-  done
-  sr_fail "no free TCP port found"
+  SR_PORT=$(free_port) || sr_fail "no free TCP port found"
 }
 
 # sr_gid_index: set SR_GID to the index of the ::ffff:127.0.0.1 GID of
@@ -248,7 +226,7 @@ sr_start_server() {
     SR_SERVER_PID=$SR_LAST_PID
     deadline=$((SECONDS + 20))
     while ((SECONDS < deadline)); do
-      if sr_port_in_use "$SR_PORT" listen; then
+      if port_in_use "$SR_PORT" listen; then
         sr_log "server listening on port $SR_PORT: $SR_PINGPONG -d $SR_DEVICE -p $SR_PORT $*"
         return 0
       fi
