@@ -54,7 +54,7 @@ void Cq::Push(const ibv_wc& wc, bool solicited) {
     wall_[slot] =
         static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
   }
-  ++count_;
+  SetCount(count_ + 1);
   if (armed_ == Arm::kAny ||
       (armed_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS)))
     NotifyLocked();
@@ -71,13 +71,18 @@ void Cq::NotifyLocked() {
 }
 
 int Cq::Poll(int max, ibv_wc* out) {
+  // A busy-polling application mostly finds the CQ empty: say so without
+  // taking the lock (a completion racing with this read is seen next poll).
+  if (LooksEmpty()) return 0;
   std::lock_guard<SpinLock> lock(lock_);
   int n = 0;
-  while (n < max && count_ > 0) {
+  uint32_t count = count_;
+  while (n < max && count > 0) {
     out[n++] = entries_[head_];
     head_ = (head_ + 1) % entries_.size();
-    --count_;
+    --count;
   }
+  SetCount(count);
   return n;
 }
 
@@ -96,13 +101,14 @@ void Cq::EnableTimestamps(bool monotonic, bool wallclock) {
 }
 
 bool Cq::PopOne(ibv_wc* wc, uint64_t* ts, uint64_t* wallclock_ns) {
+  if (LooksEmpty()) return false;
   std::lock_guard<SpinLock> lock(lock_);
   if (count_ == 0) return false;
   *wc = entries_[head_];
   *ts = ts_.empty() ? 0 : ts_[head_];
   *wallclock_ns = wall_.empty() ? 0 : wall_[head_];
   head_ = (head_ + 1) % entries_.size();
-  --count_;
+  SetCount(count_ - 1);
   return true;
 }
 

@@ -62,7 +62,11 @@ class Cq {
   mutable SpinLock lock_;
   std::vector<ibv_wc> entries_;
   uint32_t head_ = 0;   // next to poll
-  uint32_t count_ = 0;  // valid entries
+  // Valid entries. Changed only under lock_; read without it (LooksEmpty) by
+  // the polling fast path, hence the atomic accesses.
+  uint32_t count_ = 0;
+  void SetCount(uint32_t n) { __atomic_store_n(&count_, n, __ATOMIC_RELAXED); }
+  bool LooksEmpty() const { return __atomic_load_n(&count_, __ATOMIC_RELAXED) == 0; }
   enum class Arm : uint8_t { kNone, kAny, kSolicited } armed_ = Arm::kNone;
   bool overrun_ = false;
   bool ignore_overrun_ = false;
