@@ -2,6 +2,7 @@
 // parent and child, and a checksum to compare payloads across them.
 #pragma once
 
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -27,6 +28,39 @@ inline bool ReadAll(int fd, void* p, size_t n) {
     got += static_cast<size_t>(r);
   }
   return true;
+}
+
+// A forked child with a pipe each way. The child runs `body(to_parent,
+// from_parent)`, which must not return (it exits); the parent keeps `from_child`
+// and `to_child`. pid < 0 if fork or pipe failed.
+struct Child {
+  pid_t pid = -1;
+  int from_child = -1;
+  int to_child = -1;
+};
+
+template <typename Body>
+Child ForkChild(Body body) {
+  Child c;
+  int up[2], down[2];
+  if (pipe(up) != 0) return c;
+  if (pipe(down) != 0) {
+    close(up[0]);
+    close(up[1]);
+    return c;
+  }
+  c.pid = fork();
+  if (c.pid == 0) {
+    close(up[0]);
+    close(down[1]);
+    body(up[1], down[0]);
+    _exit(99);  // not reached: the body exits
+  }
+  close(up[1]);
+  close(down[0]);
+  c.from_child = up[0];
+  c.to_child = down[1];
+  return c;
 }
 
 // FNV-1a over the bytes.

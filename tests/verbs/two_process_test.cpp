@@ -65,31 +65,22 @@ constexpr size_t kBig = (1 << 20) + 3;
 }
 
 TEST(TwoProcesses, MegabyteSendArrivesIntact) {
-  int up[2], down[2];
-  ASSERT_EQ(pipe(up), 0);
-  ASSERT_EQ(pipe(down), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(up[0]);
-    close(down[1]);
-    ChildReceiver(up[1], down[0]);
-  }
-  close(up[1]);
-  close(down[0]);
+  Child c = ForkChild(ChildReceiver);
+  ASSERT_GT(c.pid, 0);
+  const pid_t child = c.pid;
   Endpoint e;
   QpParams p;
   ASSERT_TRUE(e.Open(p));
   uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
-  ASSERT_TRUE(ReadAll(up[0], &peer_qpn, 4));
-  ASSERT_TRUE(WriteAll(down[1], &my_qpn, 4));
+  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
+  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
   ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
   std::vector<uint8_t> src(kBig);
   for (size_t i = 0; i < kBig; ++i) src[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
   ibv_mr* mr = ibv_reg_mr(e.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr);
   char ready;
-  ASSERT_TRUE(ReadAll(up[0], &ready, 1));
+  ASSERT_TRUE(ReadAll(c.from_child, &ready, 1));
   ibv_sge sg[3] = {
       {reinterpret_cast<uintptr_t>(&src[0]), 7, mr->lkey},
       {reinterpret_cast<uintptr_t>(&src[7]), 500000, mr->lkey},
@@ -105,10 +96,10 @@ TEST(TwoProcesses, MegabyteSendArrivesIntact) {
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wcs[0].status);
   uint64_t sum = 0;
-  ASSERT_TRUE(ReadAll(up[0], &sum, 8));
+  ASSERT_TRUE(ReadAll(c.from_child, &sum, 8));
   EXPECT_EQ(sum, Checksum(src.data(), kBig));
   char done = 'd';
-  WriteAll(down[1], &done, 1);
+  WriteAll(c.to_child, &done, 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
@@ -134,28 +125,19 @@ TEST(TwoProcesses, MegabyteSendArrivesIntact) {
 }
 
 TEST(TwoProcesses, PeerKilledMidTransferEndsInRetryExceeded) {
-  int up[2], down[2];
-  ASSERT_EQ(pipe(up), 0);
-  ASSERT_EQ(pipe(down), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(up[0]);
-    close(down[1]);
-    ChildSilent(up[1], down[0]);
-  }
-  close(up[1]);
-  close(down[0]);
+  Child c = ForkChild(ChildSilent);
+  ASSERT_GT(c.pid, 0);
+  const pid_t child = c.pid;
   Endpoint e;
   QpParams p;
   p.timeout = 10;  // ~4 ms, rounded up to the 1 ms floor
   ASSERT_TRUE(e.Open(p));
   uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
-  ASSERT_TRUE(ReadAll(up[0], &peer_qpn, 4));
-  ASSERT_TRUE(WriteAll(down[1], &my_qpn, 4));
+  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
+  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
   ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
   char ready;
-  ASSERT_TRUE(ReadAll(up[0], &ready, 1));
+  ASSERT_TRUE(ReadAll(c.from_child, &ready, 1));
   std::vector<uint8_t> src(100000, 1);
   ibv_mr* mr = ibv_reg_mr(e.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
   ibv_sge sg{reinterpret_cast<uintptr_t>(src.data()), static_cast<uint32_t>(src.size()), mr->lkey};
