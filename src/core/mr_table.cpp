@@ -36,7 +36,7 @@ uint8_t FreshKeyByte(std::initializer_list<uint8_t> avoid) {
 }  // namespace
 
 int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length,
-                 uint64_t host_addr, uint32_t* lkey, uint32_t* rkey) {
+                 uint64_t host_addr, uint32_t* lkey, uint32_t* rkey, uint32_t extent) {
   std::lock_guard<SpinLock> lock(alloc_lock_);
   for (uint32_t tries = 0; tries < kCapacity; ++tries) {
     uint32_t index = next_index_;
@@ -57,6 +57,7 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     SeqlockStore(&e.length, length);
     SeqlockStore(&e.host_addr, host_addr);
     SeqlockStore(&e.qpn, 0u);
+    SeqlockStore(&e.extent, extent);
     e.windows = 0;
     SeqlockStore(&e.live, 1u);
     e.seq.store(seq + 2, std::memory_order_release);
@@ -108,7 +109,7 @@ bool MrTable::HasWindows(uint32_t lkey) const {
 
 int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
                                uint32_t pd_id, uint32_t needed_access, uint32_t qpn,
-                               uint64_t* host_addr, const MrEntry** held) {
+                               uint64_t* host_addr, const MrEntry** held, uint32_t* extent) {
   uint32_t index = rkey >> 8;
   if (index == 0 || index >= kCapacity) return EINVAL;
   const MrEntry& e = entries[index];
@@ -120,6 +121,7 @@ int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t a
     uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length),
              base = SeqlockLoad(&e.host_addr);
     uint32_t window = SeqlockLoad(&e.window), bound_qpn = SeqlockLoad(&e.qpn);
+    uint32_t extent_slot = SeqlockLoad(&e.extent);
     if (e.seq.load(std::memory_order_relaxed) != s1) continue;
     if (live == 0 || k != rkey) return EINVAL;
     if (entry_pd != pd_id) return EACCES;
@@ -135,6 +137,7 @@ int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t a
     }
     *host_addr = base + (addr - iova);
     *held = &e;
+    if (extent) *extent = extent_slot;
     return 0;
   }
 }
@@ -245,6 +248,7 @@ int MrTable::BindWindow(const WindowBind& b) {
     SeqlockStore(&e.length, b.length);
     SeqlockStore(&e.host_addr, p.host_addr + (b.addr - p.iova));
     SeqlockStore(&e.qpn, e.window == 2 ? b.qpn : 0u);
+    SeqlockStore(&e.extent, p.extent);
     e.parent = parent;
     ++entries_[parent].windows;
     SeqlockStore(&e.live, 1u);

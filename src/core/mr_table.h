@@ -40,6 +40,9 @@ struct MrEntry {
   uint32_t qpn;      // type 2 window: the only QP it can be accessed through
   uint32_t parent;   // bound window: index of its MR (owner only)
   uint32_t windows;  // MR: windows bound to it; deregistration waits for 0 (owner only)
+  // The ExtentTable slot whose memfd holds the region's whole pages (peers
+  // map it: core/memory_export.h); 0 = not mappable. A window inherits its MR's.
+  uint32_t extent;
 };
 
 // What binding a window asks for (transport/invalidate.cpp fills it).
@@ -71,8 +74,9 @@ class MrTable {
   explicit MrTable(MrEntry* entries) : entries_(entries) {}
 
   // Returns 0 and the keys, or ENOMEM when the table is full.
+  // `extent`: the region's exported extent slot (0 = none).
   int Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length, uint64_t host_addr,
-          uint32_t* lkey, uint32_t* rkey);
+          uint32_t* lkey, uint32_t* rkey, uint32_t extent = 0);
   // Invalidates the region, then waits until no initiator is accessing it
   // (at most kDrainTimeoutNs: see RemoteAccess). EBUSY while windows are
   // bound to it (they point into its memory).
@@ -114,10 +118,12 @@ class MrTable {
   // (`entries` is its published copy): validates the rkey like Lookup and,
   // on success, counts the access in flight; the caller must call
   // EndRemoteAccess(*held) when the bytes have moved.
-  // `qpn` is the target QP (type 2 windows are bound to one).
+  // `qpn` is the target QP (type 2 windows are bound to one). *extent (if
+  // given) receives the region's exported extent slot (0 = none).
   static int BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
                                uint32_t pd_id, uint32_t needed_access, uint32_t qpn,
-                               uint64_t* host_addr, const MrEntry** held);
+                               uint64_t* host_addr, const MrEntry** held,
+                               uint32_t* extent = nullptr);
   // The table itself (for BeginRemoteAccess by the owner's responder, which
   // must hold the region against deregistration while it copies).
   const MrEntry* entries() const { return entries_; }

@@ -41,6 +41,7 @@ struct Mr {
   uint32_t pd_id;
   uint32_t access = 0;  // as registered (optional bits dropped); for rereg_mr
   uint64_t iova = 0;
+  uint32_t extent = 0;  // exported extent holding its pages (core/memory_export.h), 0 = none
   static Mr* From(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 };
 

@@ -12,6 +12,7 @@
 #include "core/objects.h"
 #include "core/verbs.h"
 #include "transport/engine.h"
+#include "util/config.h"
 
 namespace softrdma::verbs {
 
@@ -54,6 +55,12 @@ int CheckAccess(unsigned* access) {
       !(*access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
   return 0;
+}
+
+// Makes the region's pages mappable by peers when allowed (0 = not).
+uint32_t ExportRegion(Engine& engine, const void* addr, size_t length) {
+  if (!GetConfig().map_mr) return 0;
+  return engine.exporter().Export(reinterpret_cast<uint64_t>(addr), length);
 }
 
 }  // namespace
@@ -109,9 +116,11 @@ ibv_mr* RegMr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned i
     return nullptr;
   }
   Pd* pd = Pd::From(ibpd);
+  mr->extent = ExportRegion(*engine, addr, length);
   int rc = engine->mr_table().Add(pd->id, access, iova, length, reinterpret_cast<uint64_t>(addr),
-                                  &mr->mr.lkey, &mr->mr.rkey);
+                                  &mr->mr.lkey, &mr->mr.rkey, mr->extent);
   if (rc) {
+    engine->exporter().Release(mr->extent);
     delete mr;
     errno = rc;
     return nullptr;
@@ -135,6 +144,7 @@ int DeregMr(ibv_mr* ibmr) {
   Mr* mr = Mr::From(ibmr);
   // Windows bound to the MR point into its memory: unbind them first.
   if (int rc = engine->mr_table().Remove(ibmr->lkey)) return rc;
+  engine->exporter().Release(mr->extent);  // after Remove: no peer is copying any more
   Pd::From(ibmr->pd)->users.fetch_sub(1);
   delete mr;
   return 0;
@@ -189,10 +199,15 @@ int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, in
   // (table full) leaves the MR exactly as it was.
   Pd* pd = Pd::From(new_pd);
   uint32_t lkey = 0, rkey = 0;
+  const uint32_t extent = ExportRegion(*engine, new_addr, new_length);
   if (int rc = engine->mr_table().Add(pd->id, access, iova, new_length,
-                                      reinterpret_cast<uint64_t>(new_addr), &lkey, &rkey))
+                                      reinterpret_cast<uint64_t>(new_addr), &lkey, &rkey, extent)) {
+    engine->exporter().Release(extent);
     return cmd_error(rc);
+  }
   engine->mr_table().Remove(ibmr->lkey);
+  engine->exporter().Release(mr->extent);
+  mr->extent = extent;
   if (new_pd != ibmr->pd) {
     pd->users.fetch_add(1);
     Pd::From(ibmr->pd)->users.fetch_sub(1);

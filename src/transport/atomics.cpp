@@ -44,4 +44,15 @@ AtomicResult ExecuteAtomic(AtomicLocks& locks, pid_t pid, uint32_t owner_slot, u
   return AtomicResult::kOk;
 }
 
+void ExecuteAtomicMapped(AtomicLocks& locks, uint32_t owner_slot, uint64_t addr, uint8_t* mapped,
+                         const AtomicOp& op, uint64_t* original) {
+  AtomicLockGuard guard(locks, AtomicLocks::Stripe(owner_slot, addr));
+  uint64_t cur = 0;
+  memcpy(&cur, mapped, 8);
+  *original = cur;
+  if (op.cmp_swap && cur != op.compare_add) return;  // compare failed: nothing to write
+  uint64_t next = op.cmp_swap ? op.swap : cur + op.compare_add;
+  memcpy(mapped, &next, 8);
+}
+
 }  // namespace softrdma::transport

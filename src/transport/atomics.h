@@ -25,4 +25,10 @@ enum class AtomicResult { kOk, kRefused, kFault, kGone };
 AtomicResult ExecuteAtomic(AtomicLocks& locks, pid_t pid, uint32_t owner_slot, uint64_t addr,
                            const AtomicOp& op, uint64_t* original);
 
+// The same on the target's memory mapped here at `mapped` (its address in
+// the owner is still `addr`: the lock stripe is chosen by it, so that this
+// path and the cross-memory-attach one exclude each other).
+void ExecuteAtomicMapped(AtomicLocks& locks, uint32_t owner_slot, uint64_t addr, uint8_t* mapped,
+                         const AtomicOp& op, uint64_t* original);
+
 }  // namespace softrdma::transport

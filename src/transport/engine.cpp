@@ -18,7 +18,7 @@ namespace softrdma {
 namespace {
 
 constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
-constexpr uint32_t kSegmentVersion = 1;
+constexpr uint32_t kSegmentVersion = 2;                    // 2: exported extent table
 constexpr size_t kHeaderBytes = 4096;
 // While the application polls, the progress thread only looks in this often.
 constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
@@ -37,6 +37,7 @@ struct SegmentHeader {
   uint32_t version;
   int32_t pid;
   uint64_t mr_offset;
+  uint64_t extent_offset;
   uint64_t ring_offset;
   uint64_t ring_bytes;
 };
@@ -81,6 +82,10 @@ void EngineAtExit() {
 // threads, and must not touch the parent's segment: it starts afresh (with
 // its own registry slot) the next time it uses a device.
 void EngineAfterFork() {
+  if (g_engine) {
+    MemoryExporter::PrivatizeAfterFork();
+    g_engine->exporter_->ForgetAfterFork();
+  }
   g_engine = nullptr;
 }
 
@@ -104,8 +109,9 @@ Status Engine::Init() {
 
   const Config& cfg = GetConfig();
   const size_t mr_bytes = (MrTable::Bytes() + 4095) & ~size_t{4095};
+  const size_t extent_bytes = (sizeof(ExtentTable) + 4095) & ~size_t{4095};
   const size_t ring_bytes = shm::Ring::RegionBytes(cfg.ring_slots);
-  const size_t total = kHeaderBytes + mr_bytes + ring_bytes;
+  const size_t total = kHeaderBytes + mr_bytes + extent_bytes + ring_bytes;
   const std::string name = Registry::ProcSegmentName(me_);
   shm::ShmRegion::Unlink(name);  // a leftover of a dead process with our (slot, gen)
   s = shm::ShmRegion::Create(name, total, &segment_);
@@ -117,9 +123,12 @@ Status Engine::Init() {
   auto* hdr = reinterpret_cast<SegmentHeader*>(base);
   hdr->pid = getpid();
   hdr->mr_offset = kHeaderBytes;
-  hdr->ring_offset = kHeaderBytes + mr_bytes;
+  hdr->extent_offset = kHeaderBytes + mr_bytes;
+  hdr->ring_offset = hdr->extent_offset + extent_bytes;
   hdr->ring_bytes = ring_bytes;
   mr_table_ = std::make_unique<MrTable>(reinterpret_cast<MrEntry*>(base + hdr->mr_offset));
+  exporter_ =
+      std::make_unique<MemoryExporter>(reinterpret_cast<ExtentTable*>(base + hdr->extent_offset));
   ring_ = shm::Ring::Format(base + hdr->ring_offset, ring_bytes, cfg.ring_slots);
   if (!ring_) {
     shm::ShmRegion::Unlink(name);
@@ -200,11 +209,16 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
     auto* hdr = reinterpret_cast<SegmentHeader*>(base);
     if (link->region.size() < kHeaderBytes ||
         __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) != kSegmentMagic ||
-        hdr->version != kSegmentVersion || hdr->ring_offset + hdr->ring_bytes > link->region.size())
+        hdr->version != kSegmentVersion ||
+        hdr->ring_offset + hdr->ring_bytes > link->region.size() ||
+        hdr->extent_offset + sizeof(ExtentTable) > link->region.size())
       return nullptr;
     link->ring = shm::Ring::Attach(base + hdr->ring_offset, hdr->ring_bytes);
     if (!link->ring) return nullptr;
     link->mrs = reinterpret_cast<const MrEntry*>(base + hdr->mr_offset);
+    if (GetConfig().map_mr)
+      link->mappings = std::make_unique<transport::PeerMappings>(
+          link->pid, reinterpret_cast<const ExtentTable*>(base + hdr->extent_offset));
   }
   peers_[ref.slot] = link;
   return link;

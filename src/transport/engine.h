@@ -21,10 +21,12 @@
 
 #include <sys/uio.h>
 
+#include "core/memory_export.h"
 #include "core/mr_table.h"
 #include "core/qp.h"
 #include "host/registry.h"
 #include "transport/messages.h"
+#include "transport/peer_mappings.h"
 #include "util/status.h"
 #include "wire/shm/ring.h"
 #include "wire/shm/shm_region.h"
@@ -38,6 +40,9 @@ struct PeerLink {
   shm::ShmRegion region;
   shm::Ring* ring = nullptr;
   const MrEntry* mrs = nullptr;
+  // The peer's registered memory mapped here (nullptr for ourselves, or
+  // when SOFTRDMA_MAP_MR=0): one-sided operations become memcpy.
+  std::unique_ptr<transport::PeerMappings> mappings;
   // Set once the peer answered kPullRefused: it cannot read our memory with
   // cross-memory attach, so bulk data to it goes by fragments.
   std::atomic<bool> pull_refused{false};
@@ -55,6 +60,7 @@ class Engine {
   ProcRef me() const { return me_; }
   Registry& registry() { return registry_; }
   MrTable& mr_table() { return *mr_table_; }
+  MemoryExporter& exporter() { return *exporter_; }
   uint32_t NewPdId() { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
 
   Status RegisterQp(Qp* qp, uint32_t* qpn);
@@ -102,6 +108,7 @@ class Engine {
   shm::ShmRegion segment_;
   shm::Ring* ring_ = nullptr;
   std::unique_ptr<MrTable> mr_table_;
+  std::unique_ptr<MemoryExporter> exporter_;
   std::atomic<uint32_t> next_pd_id_{1};
 
   std::shared_mutex qp_map_mutex_;

@@ -100,11 +100,20 @@ void NotifyRemoteError(Engine& engine, Qp& qp) {
 
 enum class Direct { kDone, kUseRing, kFailed };
 
-// Copies between our iovecs and [addr, addr+len) of the peer.
-int MoveBytes(PeerLink& peer, const iovec* local, int nlocal, uint64_t addr, uint64_t len,
-              bool write) {
-  if (peer.pid == getpid()) {
-    auto* p = reinterpret_cast<uint8_t*>(addr);
+// May one-sided operations to `peer` use process_vm_readv/writev?
+bool CrossMemoryAttach(const PeerLink& peer) {
+  return GetConfig().cma_allowed && !peer.direct_refused.load(std::memory_order_relaxed);
+}
+
+// Copies between our iovecs and [addr, addr+len) of the peer: a memcpy where
+// its memory is mapped here (or ours), else cross-memory attach; ENOSYS when
+// neither is possible.
+int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, uint64_t addr,
+              uint64_t len, bool write) {
+  if (!mapped && !CrossMemoryAttach(peer)) return ENOSYS;
+  if (!mapped && peer.pid == getpid()) mapped = reinterpret_cast<uint8_t*>(addr);
+  if (mapped) {
+    uint8_t* p = mapped;
     for (int i = 0; i < nlocal; ++i) {
       // memmove: a WRITE/READ between QPs of one process may overlap itself.
       if (write)
@@ -152,27 +161,36 @@ Direct ExecuteDirect(Engine& engine, Qp& qp, uint32_t index, ibv_wc_status* stat
 
   uint64_t host = 0;
   const MrEntry* held = nullptr;
+  uint32_t extent = 0;
   if (MrTable::BeginRemoteAccess(peer.mrs, w.rkey, w.remote_addr, len, t.pd_id, need,
-                                 qp.attr.dest_qp_num, &host, &held) != 0) {
+                                 qp.attr.dest_qp_num, &host, &held, &extent) != 0) {
     *status = IBV_WC_REM_ACCESS_ERR;
     return Direct::kFailed;
   }
+  uint8_t* mapped = peer.mappings ? peer.mappings->Resolve(extent, host, len) : nullptr;
   int err = 0;
   if (IsAtomic(w.opcode)) {
     AtomicLocks locks(engine.registry().atomic_lock_words());
     AtomicOp op{w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP, w.compare_add, w.swap};
     uint64_t original = 0;
-    AtomicResult r = ExecuteAtomic(locks, peer.pid, peer.ref.slot, host, op, &original);
-    err = r == AtomicResult::kOk        ? 0
-          : r == AtomicResult::kRefused ? EPERM
-          : r == AtomicResult::kGone    ? ESRCH
-                                        : EFAULT;
+    if (mapped) {
+      ExecuteAtomicMapped(locks, peer.ref.slot, host, mapped, op, &original);
+    } else if (!CrossMemoryAttach(peer)) {
+      err = ENOSYS;
+    } else {
+      AtomicResult r = ExecuteAtomic(locks, peer.pid, peer.ref.slot, host, op, &original);
+      err = r == AtomicResult::kOk        ? 0
+            : r == AtomicResult::kRefused ? EPERM
+            : r == AtomicResult::kGone    ? ESRCH
+                                          : EFAULT;
+    }
     if (!err) memcpy(local[0].iov_base, &original, 8);  // validated: one 8-byte SGE
   } else {
-    err = MoveBytes(peer, local, nlocal, host, len, to_peer);
+    err = MoveBytes(peer, mapped, local, nlocal, host, len, to_peer);
   }
   MrTable::EndRemoteAccess(*held);
-  if (err == EPERM || err == EACCES || err == ENOSYS) {
+  if (err == ENOSYS) return Direct::kUseRing;  // neither mapped nor attachable
+  if (err == EPERM || err == EACCES) {
     SOFTRDMA_LOG(kInfo,
                  "cross-memory attach to pid %d refused (%s): one-sided operations use "
                  "the two-copy path",
@@ -289,9 +307,10 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
   SendWqe& w = qp.sq.at(index);
   // A WRITE_WITH_IMM whose data is placed only resends its notification.
   if (w.placed) return SendRequest(engine, qp, index, true);
-  const bool direct_possible = GetConfig().cma_allowed &&
-                               !qp.peer->direct_refused.load(std::memory_order_relaxed) &&
-                               !w.has_psn;  // a retransmitted ring request stays on the ring
+  // Direct execution needs the peer's memory mapped here or attachable
+  // (SOFTRDMA_CMA=0 sends even our own QPs' operations through the ring). A
+  // retransmitted ring request stays on the ring.
+  const bool direct_possible = (qp.peer->mappings || CrossMemoryAttach(*qp.peer)) && !w.has_psn;
   if (direct_possible) {
     // Runs only at the head, so that it completes in SQ order at once.
     if (index != qp.sq.tail) return OneSidedTx::kWait;

@@ -35,6 +35,7 @@ Config Load() {
     }
   }
   if (const char* cma = getenv("SOFTRDMA_CMA")) c.cma_allowed = strcmp(cma, "0") != 0;
+  if (const char* map = getenv("SOFTRDMA_MAP_MR")) c.map_mr = strcmp(map, "0") != 0;
   // The inline limit is never below the largest inline send we accept, so an
   // inline WR always fits in one ring record.
   c.shm_inline_max = ParseU32(getenv("SOFTRDMA_SHM_INLINE_MAX"), c.shm_inline_max,

@@ -43,15 +43,16 @@ sr_skip() {
 }
 
 # sr_init NAME [cma0|inherit]: tests run the default data path unless given
-# "cma0" (SOFTRDMA_CMA=0); "inherit" keeps SOFTRDMA_CMA from the environment.
+# "cma0" (the two-copy path: SOFTRDMA_CMA=0 SOFTRDMA_MAP_MR=0); "inherit" keeps
+# SOFTRDMA_CMA and SOFTRDMA_MAP_MR from the environment.
 sr_init() {
   SR_NAME=$1
   shift
   case "${1:-}" in
-    "") unset SOFTRDMA_CMA ;;
+    "") unset SOFTRDMA_CMA SOFTRDMA_MAP_MR ;;
     inherit) ;;
     cma0)
-      export SOFTRDMA_CMA=0
+      export SOFTRDMA_CMA=0 SOFTRDMA_MAP_MR=0
       SR_NAME="$SR_NAME-cma0"
       ;;
     *) sr_fail "unknown variant '$1' (expected nothing or 'cma0')" ;;
@@ -72,7 +73,8 @@ sr_init() {
   trap 'exit 143' TERM
 
   sr_log "namespace $SR_NS, library $SR_LIB_DIR, data path:" \
-    "$([[ -n "${SOFTRDMA_CMA:-}" ]] && echo "SOFTRDMA_CMA=$SOFTRDMA_CMA" || echo default)"
+    "$([[ -n "${SOFTRDMA_CMA:-}" ]] && echo "SOFTRDMA_CMA=$SOFTRDMA_CMA" || echo default)" \
+    "$([[ -n "${SOFTRDMA_MAP_MR:-}" ]] && echo "SOFTRDMA_MAP_MR=$SOFTRDMA_MAP_MR")"
 }
 
 # Stop whatever we started (by the process groups we created), then remove the

@@ -1,0 +1,189 @@
+#include "core/memory_export.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/proc_maps.h"
+
+namespace softrdma {
+
+namespace {
+
+// The memfd's name; /proc/<pid>/maps shows it as "/memfd:softrdma-mr (deleted)".
+constexpr char kMemfdName[] = "softrdma-mr";
+constexpr char kMapsPrefix[] = "/memfd:softrdma-mr";
+
+uint64_t PageSize() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+bool IsOurMemfd(const MapsEntry& e) {
+  return e.path.rfind(kMapsPrefix, 0) == 0;
+}
+
+// Memory whose pages may be moved: private anonymous read-write memory, or
+// pages an earlier (since released) extent already moved.
+bool Movable(const MapsEntry& e) {
+  if (!e.read || !e.write || e.exec) return false;
+  if (e.shared) return IsOurMemfd(e);
+  return e.path.empty() || e.path == "[heap]";
+}
+
+// True if every byte of [a, b) lies in movable mappings.
+bool RangeMovable(uint64_t a, uint64_t b) {
+  uint64_t covered = a;
+  for (const MapsEntry& e : ReadSelfMaps()) {
+    if (e.end <= covered) continue;
+    if (e.start > covered || !Movable(e)) return false;
+    covered = e.end;
+    if (covered >= b) return true;
+  }
+  return false;
+}
+
+bool AllZero(const uint8_t* p, uint64_t n) {
+  for (uint64_t i = 0; i < n; i += 8) {
+    uint64_t v;
+    memcpy(&v, p + i, 8);
+    if (v) return false;
+  }
+  return true;
+}
+
+// Copies n bytes (whole pages) from src to dst, skipping pages that were
+// never touched: they read as zero, and so does the fresh memfd, so copying
+// them would only allocate memory for nothing.
+void CopyPages(const uint8_t* src, uint8_t* dst, uint64_t n) {
+  const uint64_t page = PageSize();
+  constexpr uint64_t kChunkPages = 1024;
+  unsigned char resident[kChunkPages];
+  for (uint64_t off = 0; off < n; off += kChunkPages * page) {
+    const uint64_t bytes = std::min(n - off, kChunkPages * page);
+    const bool known = mincore(const_cast<uint8_t*>(src + off), bytes, resident) == 0;
+    for (uint64_t p = 0; p < bytes; p += page) {
+      const uint8_t* s = src + off + p;
+      // A page not resident may still hold data (swapped out): look at it.
+      if ((known && (resident[p / page] & 1)) || !AllZero(s, page)) memcpy(dst + off + p, s, page);
+    }
+  }
+}
+
+}  // namespace
+
+uint32_t MemoryExporter::Export(uint64_t addr, uint64_t len) {
+  const uint64_t page = PageSize();
+  const uint64_t a = (addr + page - 1) & ~(page - 1);
+  const uint64_t b = (addr + len) & ~(page - 1);
+  if (addr + len < addr || b <= a) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+
+  // Inside an extent made earlier (the same buffer registered again, or a
+  // neighbour in the same pages): share it. Straddling one: leave it be.
+  auto next = by_base_.upper_bound(a);
+  if (next != by_base_.begin()) {
+    const uint32_t slot = std::prev(next)->second;
+    ExportedExtent& x = table_->slots[slot];
+    if (a < x.base + x.length) {
+      if (b > x.base + x.length) return 0;
+      ++x.refs;
+      return slot;
+    }
+  }
+  if (next != by_base_.end() && next->first < b) return 0;
+  if (!RangeMovable(a, b)) return 0;
+
+  uint32_t slot = 0;
+  for (uint32_t tries = 0; tries < ExtentTable::kSlots && !slot; ++tries) {
+    uint32_t s = next_slot_;
+    next_slot_ = next_slot_ + 1 == ExtentTable::kSlots ? 1 : next_slot_ + 1;
+    if (table_->slots[s].id.load(std::memory_order_relaxed) == 0) slot = s;
+  }
+  if (!slot) return 0;
+
+  const uint64_t n = b - a;
+  int fd = memfd_create(kMemfdName, MFD_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st {};
+  void* staging = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(n)) == 0 && fstat(fd, &st) == 0)
+    staging = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (staging == MAP_FAILED) {
+    close(fd);
+    return 0;
+  }
+  CopyPages(reinterpret_cast<const uint8_t*>(a), static_cast<uint8_t*>(staging), n);
+  // The same bytes, now in the memfd, replace the private pages in place:
+  // the staging mapping moves over them in one step. (A store another thread
+  // makes to these pages between the copy and the move is lost:
+  // docs/design.md "Registered memory".)
+  if (mremap(staging, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(a)) ==
+      MAP_FAILED) {
+    SOFTRDMA_LOG(kWarn, "cannot move registered pages at %#lx into shared memory: %s",
+                 static_cast<unsigned long>(a), strerror(errno));
+    munmap(staging, n);
+    close(fd);
+    return 0;
+  }
+
+  ExportedExtent& x = table_->slots[slot];
+  x.inode = st.st_ino;
+  x.base = a;
+  x.length = n;
+  x.fd = fd;
+  x.refs = 1;
+  x.id.store(next_id_++, std::memory_order_release);
+  by_base_[a] = slot;
+  return slot;
+}
+
+void MemoryExporter::Release(uint32_t slot) {
+  if (slot == 0 || slot >= ExtentTable::kSlots) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ExportedExtent& x = table_->slots[slot];
+  if (x.id.load(std::memory_order_relaxed) == 0 || --x.refs != 0) return;
+  by_base_.erase(x.base);
+  x.id.store(0, std::memory_order_release);
+  table_->retired.fetch_add(1, std::memory_order_release);
+  // The pages stay mapped here (they are the application's memory) and in
+  // peers until they notice `retired`; closing only drops our handle.
+  close(x.fd);
+  x.fd = -1;
+}
+
+void MemoryExporter::ForgetAfterFork() {
+  // The slots are the parent's (its segment is shared with us): leave them.
+  for (auto& [base, slot] : by_base_) close(table_->slots[slot].fd);
+  by_base_.clear();
+}
+
+void MemoryExporter::PrivatizeAfterFork() {
+  for (const MapsEntry& e : ReadSelfMaps()) {
+    if (!IsOurMemfd(e)) continue;
+    auto* start = reinterpret_cast<uint8_t*>(e.start);
+    const uint64_t n = e.end - e.start;
+    void* copy = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) {
+      SOFTRDMA_LOG(kError, "fork: cannot give the child its own copy of registered memory");
+      continue;
+    }
+    if (!e.read) mprotect(start, n, PROT_READ);
+    CopyPages(start, static_cast<uint8_t*>(copy), n);
+    const int prot =
+        (e.read ? PROT_READ : 0) | (e.write ? PROT_WRITE : 0) | (e.exec ? PROT_EXEC : 0);
+    mprotect(copy, n, prot);
+    if (mremap(copy, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, start) == MAP_FAILED) {
+      SOFTRDMA_LOG(kError, "fork: cannot give the child its own copy of registered memory");
+      munmap(copy, n);
+    }
+  }
+}
+
+}  // namespace softrdma
