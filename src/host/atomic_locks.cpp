@@ -27,7 +27,7 @@ uint32_t AtomicLocks::Stripe(uint32_t owner_slot, uint64_t addr) {
 }
 
 void AtomicLocks::Lock(uint32_t stripe) {
-  const uint32_t me = static_cast<uint32_t>(getpid());
+  const uint32_t me = static_cast<uint32_t>(SelfPid());
   std::atomic<uint32_t>& w = words_[stripe];
   uint32_t spins = 0;
   for (;;) {

@@ -6,6 +6,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "util/process.h"
+
 namespace softrdma::transport {
 
 namespace {
@@ -25,7 +27,7 @@ int Transfer8(pid_t pid, uint64_t addr, uint64_t* value, bool write) {
 AtomicResult ExecuteAtomic(AtomicLocks& locks, pid_t pid, uint32_t owner_slot, uint64_t addr,
                            const AtomicOp& op, uint64_t* original) {
   AtomicLockGuard guard(locks, AtomicLocks::Stripe(owner_slot, addr));
-  const bool local = pid == getpid();
+  const bool local = pid == SelfPid();
   uint64_t cur = 0;
   if (local) {
     memcpy(&cur, reinterpret_cast<const void*>(addr), 8);

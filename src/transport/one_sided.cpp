@@ -31,6 +31,7 @@
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/process.h"
 
 namespace softrdma::transport {
 
@@ -111,7 +112,7 @@ bool CrossMemoryAttach(const PeerLink& peer) {
 int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, uint64_t addr,
               uint64_t len, bool write) {
   if (!mapped && !CrossMemoryAttach(peer)) return ENOSYS;
-  if (!mapped && peer.pid == getpid()) mapped = reinterpret_cast<uint8_t*>(addr);
+  if (!mapped && peer.pid == SelfPid()) mapped = reinterpret_cast<uint8_t*>(addr);
   if (mapped) {
     uint8_t* p = mapped;
     for (int i = 0; i < nlocal; ++i) {
@@ -498,7 +499,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       PendingResponse r{};
       r.kind = kResponseAtomic;
       r.psn = req.psn;
-      ExecuteAtomic(locks, getpid(), engine.me().slot, hold.host(), op, &r.value);
+      ExecuteAtomic(locks, SelfPid(), engine.me().slot, hold.host(), op, &r.value);
       qp.responses.push_back(r);
       break;
     }

@@ -1,5 +1,6 @@
 #include "util/process.h"
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 namespace softrdma {
@@ -43,6 +45,26 @@ bool ProcessGone(pid_t pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
   ProcStat st = ReadProcStat(pid);
   return st.start_time != 0 && st.zombie;
+}
+
+namespace {
+
+std::atomic<pid_t> g_self_pid{0};
+
+void ForgetSelfPidAfterFork() {
+  g_self_pid.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+pid_t SelfPid() {
+  pid_t cached = g_self_pid.load(std::memory_order_relaxed);
+  if (cached != 0) return cached;
+  static const bool registered = pthread_atfork(nullptr, nullptr, ForgetSelfPidAfterFork) == 0;
+  (void)registered;
+  cached = getpid();
+  g_self_pid.store(cached, std::memory_order_relaxed);
+  return cached;
 }
 
 }  // namespace softrdma

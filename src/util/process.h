@@ -23,4 +23,10 @@ ProcStat ReadProcStat(pid_t pid);
 // may not inspect counts as alive.
 bool ProcessGone(pid_t pid);
 
+// getpid() without the system call (glibc does not cache it): cached, and
+// forgotten in the child of a fork (pthread_atfork). A child made without
+// fork handlers (raw clone, _Fork) that then uses the library is not
+// supported.
+pid_t SelfPid();
+
 }  // namespace softrdma

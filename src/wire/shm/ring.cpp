@@ -66,28 +66,14 @@ static_assert(sizeof(RecordHeader) == Ring::kRecordHeaderBytes);
 // The seq array starts right after the header and must stay line-aligned.
 static_assert(sizeof(Ring) % kCacheLine == 0);
 
-// The pid producers put in their claims, cached because getpid() is a system
-// call. A fork()ed child must not claim with its parent's pid (the consumer
-// would skip the child's records once the parent dies), hence the atfork
-// reset. Children made without fork() handlers (raw clone, _Fork) that then
-// produce are not supported. Bit 31 marks the cache as filled.
-std::atomic<uint32_t> g_producer_pid{0};
-
-void ForgetPidAfterFork() {
-  g_producer_pid.store(0, std::memory_order_relaxed);
-}
-
+// The pid producers put in their claims (util/process.h caches it and
+// forgets it in a fork()ed child, which must not claim with its parent's
+// pid: the consumer would skip the child's records once the parent dies).
 uint32_t ProducerPid() {
-  uint32_t cached = g_producer_pid.load(std::memory_order_relaxed);
-  if (cached != 0) return cached & ~(1u << 31);
-  static const bool registered = pthread_atfork(nullptr, nullptr, ForgetPidAfterFork) == 0;
-  (void)registered;
-  const auto pid = static_cast<uint64_t>(getpid());
+  const auto pid = static_cast<uint64_t>(SelfPid());
   // Linux caps pids at 2^22; anything else is recorded as "unknown" (0), which
   // the consumer never treats as dead.
-  const uint32_t recorded = pid <= kPidMask ? static_cast<uint32_t>(pid) : 0;
-  g_producer_pid.store(recorded | (1u << 31), std::memory_order_relaxed);
-  return recorded;
+  return pid <= kPidMask ? static_cast<uint32_t>(pid) : 0;
 }
 
 int64_t MonotonicNs() {
