@@ -144,6 +144,29 @@ uint32_t MemoryExporter::Export(uint64_t addr, uint64_t len) {
   return slot;
 }
 
+namespace {
+
+// Replaces [start, start+n) — currently a mapping of one of our memfds — by
+// private anonymous memory with the same bytes and protection, so that
+// what the application does with the memory afterwards (free it, let malloc
+// reuse it, fork) stays private to it.
+bool MakePrivate(const MapsEntry& e, uint64_t start, uint64_t n) {
+  auto* at = reinterpret_cast<uint8_t*>(start);
+  void* copy = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (copy == MAP_FAILED) return false;
+  if (!e.read) mprotect(at, n, PROT_READ);
+  CopyPages(at, static_cast<uint8_t*>(copy), n);
+  const int prot = (e.read ? PROT_READ : 0) | (e.write ? PROT_WRITE : 0) | (e.exec ? PROT_EXEC : 0);
+  mprotect(copy, n, prot);
+  if (mremap(copy, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+    munmap(copy, n);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void MemoryExporter::Release(uint32_t slot) {
   if (slot == 0 || slot >= ExtentTable::kSlots) return;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -152,8 +175,20 @@ void MemoryExporter::Release(uint32_t slot) {
   by_base_.erase(x.base);
   x.id.store(0, std::memory_order_release);
   table_->retired.fetch_add(1, std::memory_order_release);
-  // The pages stay mapped here (they are the application's memory) and in
-  // peers until they notice `retired`; closing only drops our handle.
+  // Back to private memory: once deregistered, the pages may be freed and
+  // reused by malloc for anything, and such memory must not stay shared
+  // (with peers' stale mappings, or with a forked child before its fork
+  // handler runs). Only what is still mapped from this memfd is restored:
+  // the application may have unmapped part of it.
+  const uint64_t end = x.base + x.length;
+  for (const MapsEntry& e : ReadSelfMaps()) {
+    if (e.inode != x.inode || !IsOurMemfd(e) || e.end <= x.base || e.start >= end) continue;
+    const uint64_t from = std::max(e.start, x.base), to = std::min(e.end, end);
+    if (!MakePrivate(e, from, to - from))
+      SOFTRDMA_LOG(kWarn, "cannot return deregistered pages at %#lx to private memory: %s",
+                   static_cast<unsigned long>(from), strerror(errno));
+  }
+  // Peers drop their mappings when they notice `retired`.
   close(x.fd);
   x.fd = -1;
 }
@@ -165,24 +200,12 @@ void MemoryExporter::ForgetAfterFork() {
 }
 
 void MemoryExporter::PrivatizeAfterFork() {
+  // Only registered regions are shared at this point (deregistration makes
+  // pages private again), and their whole pages hold nothing but the
+  // application's buffers: the heap allocations here cannot land in them.
   for (const MapsEntry& e : ReadSelfMaps()) {
-    if (!IsOurMemfd(e)) continue;
-    auto* start = reinterpret_cast<uint8_t*>(e.start);
-    const uint64_t n = e.end - e.start;
-    void* copy = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (copy == MAP_FAILED) {
+    if (IsOurMemfd(e) && !MakePrivate(e, e.start, e.end - e.start))
       SOFTRDMA_LOG(kError, "fork: cannot give the child its own copy of registered memory");
-      continue;
-    }
-    if (!e.read) mprotect(start, n, PROT_READ);
-    CopyPages(start, static_cast<uint8_t*>(copy), n);
-    const int prot =
-        (e.read ? PROT_READ : 0) | (e.write ? PROT_WRITE : 0) | (e.exec ? PROT_EXEC : 0);
-    mprotect(copy, n, prot);
-    if (mremap(copy, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, start) == MAP_FAILED) {
-      SOFTRDMA_LOG(kError, "fork: cannot give the child its own copy of registered memory");
-      munmap(copy, n);
-    }
   }
 }
 

@@ -31,8 +31,8 @@ class MemoryExporter {
   // region has no whole page, its memory cannot be moved, it straddles an
   // extent made for another region, or the table is full.
   uint32_t Export(uint64_t addr, uint64_t len);
-  // One user of the slot fewer; the last one frees it. The pages stay where
-  // they are (shared-memory backed) until the application unmaps them.
+  // One user of the slot fewer; the last one frees it and turns the pages
+  // back into private memory with the same bytes.
   void Release(uint32_t slot);
 
   // In the child of a fork: the memfd-backed pages would be shared with the

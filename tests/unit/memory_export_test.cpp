@@ -83,7 +83,12 @@ TEST_F(MemoryExportTest, WholePagesMoveAndKeepTheirBytes) {
   exporter_.Release(slot);
   EXPECT_EQ(x.id.load(), 0u);
   EXPECT_EQ(table_->retired.load(), 1u);
-  EXPECT_EQ(mem_[2 * kPage + 5], 0xee);  // still the application's memory after release
+  // Released: private memory again, with the same bytes.
+  EXPECT_FALSE(InOurMemfd(mem_ + 2 * kPage));
+  EXPECT_FALSE(MappingAt(mem_ + 2 * kPage).shared);
+  EXPECT_EQ(mem_[2 * kPage + 5], 0xee);
+  mem_[2 * kPage + 5] = static_cast<uint8_t>((2 * kPage + 5) * 13 + ((2 * kPage + 5) >> 12));
+  EXPECT_TRUE(Intact());
 }
 
 TEST_F(MemoryExportTest, NothingToMoveBelowAPage) {
@@ -106,12 +111,30 @@ TEST_F(MemoryExportTest, ContainedRegionsShareAnExtentStraddlingOnesDoNot) {
   EXPECT_NE(table_->slots[a].id.load(), 0u);  // one user left
   exporter_.Release(a);
   EXPECT_EQ(table_->slots[a].id.load(), 0u);
-  // Released pages stay in the memfd and can be moved again (a fresh extent).
+  EXPECT_FALSE(InOurMemfd(mem_));  // private again
+  EXPECT_TRUE(InOurMemfd(mem_ + 5 * kPage));
+  // Released pages can be moved again (a fresh extent).
   uint32_t again = exporter_.Export(reinterpret_cast<uint64_t>(mem_), 4 * kPage);
   EXPECT_NE(again, 0u);
   EXPECT_TRUE(Intact());
   exporter_.Release(again);
   exporter_.Release(a + 1);
+  EXPECT_FALSE(InOurMemfd(mem_ + 5 * kPage));
+  EXPECT_TRUE(Intact());
+}
+
+TEST_F(MemoryExportTest, ReleaseAfterTheApplicationUnmappedPartOfTheRegion) {
+  uint32_t slot = exporter_.Export(reinterpret_cast<uint64_t>(mem_), 6 * kPage);
+  ASSERT_NE(slot, 0u);
+  ASSERT_EQ(munmap(mem_ + 4 * kPage, 2 * kPage), 0);
+  exporter_.Release(slot);  // restores what is left, maps nothing new
+  EXPECT_FALSE(InOurMemfd(mem_));
+  EXPECT_FALSE(MappingAt(mem_ + 4 * kPage).shared);
+  for (uint64_t i = 0; i < 4 * kPage; ++i)
+    ASSERT_EQ(mem_[i], static_cast<uint8_t>(i * 13 + (i >> 12))) << i;
+  void* again = mmap(mem_ + 4 * kPage, 2 * kPage, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  EXPECT_EQ(again, static_cast<void*>(mem_ + 4 * kPage)) << "the unmapped part stayed unmapped";
 }
 
 TEST_F(MemoryExportTest, FileAndSharedMappingsStayWhereTheyAre) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "process_pipes.h"
 #include "two_process_conn.h"
@@ -156,6 +157,57 @@ TEST_F(RegisteredMemory, ForkedChildGetsItsOwnCopy) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   mem_[kPage] = Pattern(kPage);
   EXPECT_TRUE(Intact());
+  close(child.from_child);
+  close(child.to_child);
+}
+
+// Heap buffers registered, deregistered and freed while other allocations
+// sit between them, then a fork: malloc's own data ends up in the pages that
+// were registered, so they must be private memory again (shared pages would
+// let the child's allocations corrupt the parent's heap).
+void ChurnHeap() {
+  std::vector<void*> held;
+  for (int i = 0; i < 20000; ++i) {
+    void* p = malloc(64 + static_cast<size_t>(i % 5000));
+    ASSERT_NE(p, nullptr);
+    memset(p, 0x11, 64);
+    if (i % 3)
+      free(p);
+    else
+      held.push_back(p);
+  }
+  for (void* p : held) free(p);
+}
+
+TEST_F(RegisteredMemory, HeapReusedAfterDeregistrationStaysPrivate) {
+  std::vector<void*> spacers;
+  for (int i = 0; i < 40; ++i) {
+    const size_t size = kPage * (1 + i % 7) + 100;
+    auto* b = static_cast<uint8_t*>(malloc(size));
+    ASSERT_NE(b, nullptr);
+    memset(b, i, size);
+    ibv_mr* mr = ibv_reg_mr(pd_, b, size, kAllRemote);
+    ASSERT_NE(mr, nullptr);
+    spacers.push_back(malloc(1000));  // keeps the freed buffers from merging
+    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_FALSE(MovedToSharedMemory(b + kPage)) << "deregistered pages are private again";
+    for (size_t k = 0; k < size; ++k) ASSERT_EQ(b[k], static_cast<uint8_t>(i)) << k;
+    free(b);
+  }
+  Child child = ForkChild([](int up, int) {
+    ChurnHeap();
+    char ok = 'y';
+    WriteAll(up, &ok, 1);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  });
+  ASSERT_GT(child.pid, 0);
+  char ok = 0;
+  EXPECT_TRUE(ReadAll(child.from_child, &ok, 1));
+  ChurnHeap();
+  int st = 0;
+  ASSERT_EQ(waitpid(child.pid, &st, 0), child.pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  for (void* p : spacers) free(p);
   close(child.from_child);
   close(child.to_child);
 }
