@@ -99,6 +99,12 @@ int MrTable::Remove(uint32_t lkey) {
   return 0;
 }
 
+uint32_t MrTable::ExtentOf(uint32_t lkey) const {
+  uint32_t index = lkey >> 8;
+  if (index == 0 || index >= kCapacity) return 0;
+  return SeqlockLoad(&entries_[index].extent);
+}
+
 bool MrTable::HasWindows(uint32_t lkey) const {
   uint32_t index = lkey >> 8;
   if (index == 0 || index >= kCapacity) return false;

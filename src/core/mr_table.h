@@ -82,6 +82,8 @@ class MrTable {
   // bound to it (they point into its memory).
   int Remove(uint32_t lkey);
   bool HasWindows(uint32_t lkey) const;
+  // The exported extent of the MR with this (valid, owner-side) lkey.
+  uint32_t ExtentOf(uint32_t lkey) const;
 
   // --- memory windows (implemented in mr_table.cpp, used by core/verbs_mw.cpp
   // and transport/invalidate.cpp). Returns 0 or an errno-ish reason.

@@ -91,10 +91,13 @@ struct OneSidedEth {
 };
 static_assert(sizeof(OneSidedEth) == 32);
 
-// An element of the kPull iovec list.
+// An element of the kPull iovec list: bytes of the requester's memory, and
+// the requester's exported extent holding them (core/memory_export.h; 0 =
+// none), through which the responder can copy them without a system call.
 struct RemoteIov {
   uint64_t addr;
-  uint64_t len;
+  uint32_t len;
+  uint32_t extent;
 };
 
 }  // namespace softrdma::wire

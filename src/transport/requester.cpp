@@ -123,7 +123,8 @@ enum class TxResult { kSent, kBlocked, kFailed };
 
 // Resolves a WQE's local SGEs to addresses in this process, checking each
 // lkey, bound and the QP's PD. Returns the number of iovecs or -1.
-int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out) {
+int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out,
+                 uint32_t* extents) {
   const ibv_sge* sge = qp.sq.sge_of(index);
   int n = 0;
   for (uint32_t i = 0; i < w.num_sge; ++i) {
@@ -132,6 +133,7 @@ int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec
     if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
                                  qp.pd->id, 0, &host) != 0)
       return -1;
+    if (extents) extents[n] = engine.mr_table().ExtentOf(sge[i].lkey);
     out[n++] = iovec{reinterpret_cast<void*>(host), sge[i].length};
   }
   return n;
@@ -163,11 +165,12 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
   iovec parts[limits::kMaxSge + 1];
   parts[0] = iovec{&h, sizeof h};
   int nlocal = 0;
+  uint32_t extents[limits::kMaxSge] = {};
   if (w.is_inline) {
     parts[1] = iovec{qp.inline_slot(index), w.total_len};
     nlocal = w.total_len ? 1 : 0;
   } else {
-    nlocal = ResolveLocal(engine, qp, index, w, parts + 1);
+    nlocal = ResolveLocal(engine, qp, index, w, parts + 1, extents);
     if (nlocal < 0) return TxResult::kFailed;
   }
 
@@ -179,12 +182,15 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
 
   // UC completes a send once it is on the wire, so the responder must not
   // read the buffer later: UC moves bulk data by fragments.
-  if ((qp.type == IBV_QPT_RC || qp.type == IBV_QPT_XRC_SEND) && GetConfig().cma_allowed &&
+  const Config& cfg = GetConfig();
+  if ((qp.type == IBV_QPT_RC || qp.type == IBV_QPT_XRC_SEND) && (cfg.cma_allowed || cfg.map_mr) &&
       !peer.pull_refused.load(std::memory_order_relaxed)) {
-    // One copy: the responder reads straight from our buffers.
+    // One copy: the responder reads straight from our buffers (through its
+    // mapping of our registered memory, or with cross-memory attach).
     wire::RemoteIov iov[limits::kMaxSge];
     for (int i = 0; i < nlocal; ++i)
-      iov[i] = {reinterpret_cast<uint64_t>(parts[i + 1].iov_base), parts[i + 1].iov_len};
+      iov[i] = {reinterpret_cast<uint64_t>(parts[i + 1].iov_base),
+                static_cast<uint32_t>(parts[i + 1].iov_len), extents[i]};
     h.mode = wire::PayloadMode::kPull;
     h.payload_len = static_cast<uint32_t>(nlocal * sizeof(wire::RemoteIov));
     return engine.Send(peer, h, iov, h.payload_len) ? TxResult::kSent : TxResult::kBlocked;

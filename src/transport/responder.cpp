@@ -88,18 +88,57 @@ void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iove
 
 enum class PullResult { kOk, kRefused, kFault };
 
-PullResult PullFromRequester(pid_t pid, const iovec* local, int nlocal, const shm::RecordView& view,
-                             const wire::RecordHeader& req) {
+// Copies the iovec list `src` into the iovec list `dst` (same total length).
+void CopyIovecs(const iovec* src, int nsrc, const iovec* dst, int ndst) {
+  int d = 0;
+  size_t d_off = 0;
+  for (int s = 0; s < nsrc; ++s) {
+    const auto* from = static_cast<const uint8_t*>(src[s].iov_base);
+    size_t left = src[s].iov_len;
+    while (left && d < ndst) {
+      size_t take = std::min(left, dst[d].iov_len - d_off);
+      memcpy(static_cast<uint8_t*>(dst[d].iov_base) + d_off, from, take);
+      from += take;
+      left -= take;
+      d_off += take;
+      if (d_off == dst[d].iov_len) {
+        ++d;
+        d_off = 0;
+      }
+    }
+  }
+}
+
+// Reads the requester's message into our receive buffers: by memcpy where
+// its registered memory is mapped here, else with cross-memory attach.
+PullResult PullFromRequester(PeerLink& peer, const iovec* local, int nlocal,
+                             const shm::RecordView& view, const wire::RecordHeader& req) {
   uint32_t niov = req.payload_len / sizeof(wire::RemoteIov);
   if (niov > limits::kMaxSge) return PullResult::kFault;
   wire::RemoteIov remote_list[limits::kMaxSge];
   view.CopyOut(sizeof req, remote_list, niov * sizeof(wire::RemoteIov));
   iovec remote[limits::kMaxSge];
+  uint32_t mapped = 0;
+  for (uint32_t i = 0; i < niov; ++i) {
+    uint8_t* p = peer.mappings ? peer.mappings->Resolve(remote_list[i].extent, remote_list[i].addr,
+                                                        remote_list[i].len)
+                               : nullptr;
+    mapped += p != nullptr;
+    remote[i] = iovec{p ? p : reinterpret_cast<void*>(remote_list[i].addr), remote_list[i].len};
+  }
+  if (mapped == niov) {
+    CopyIovecs(remote, static_cast<int>(niov), local, nlocal);
+    return PullResult::kOk;
+  }
+  if (!GetConfig().cma_allowed) {
+    errno = EPERM;
+    return PullResult::kRefused;
+  }
   for (uint32_t i = 0; i < niov; ++i)
     remote[i] = iovec{reinterpret_cast<void*>(remote_list[i].addr), remote_list[i].len};
-  ssize_t got = process_vm_readv(pid, local, nlocal, remote, niov, 0);
+  ssize_t got = process_vm_readv(peer.pid, local, nlocal, remote, niov, 0);
   if (got == static_cast<ssize_t>(req.total_len)) return PullResult::kOk;
-  SOFTRDMA_LOG(kDebug, "pull of %u bytes from pid %d: got %zd (%s)", req.total_len, pid, got,
+  SOFTRDMA_LOG(kDebug, "pull of %u bytes from pid %d: got %zd (%s)", req.total_len, peer.pid, got,
                got < 0 ? strerror(errno) : "short");
   if (got < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES))
     return PullResult::kRefused;
@@ -227,13 +266,9 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
       ScatterFromRecord(view, sizeof req, local, nlocal, 0, req.total_len);
       break;
     case wire::PayloadMode::kPull: {
-      if (!GetConfig().cma_allowed) {
-        SendNak(engine, *qp.peer, req, wire::Syndrome::kPullRefused);
-        return false;
-      }
-      PullResult r = PullFromRequester(qp.peer->pid, local, nlocal, view, req);
+      PullResult r = PullFromRequester(*qp.peer, local, nlocal, view, req);
       if (r == PullResult::kRefused) {
-        SOFTRDMA_LOG(kInfo, "cross-memory attach refused (%s): using the two-copy path",
+        SOFTRDMA_LOG(kInfo, "cannot read the requester's memory (%s): using the two-copy path",
                      strerror(errno));
         SendNak(engine, *qp.peer, req, wire::Syndrome::kPullRefused);
         return false;

@@ -39,7 +39,9 @@ bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
 
 // Resolves a send WQE's SGEs to iovecs of this process (lkey, bounds, PD).
 // Returns the count or -1.
-int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out);
+// `extents` (optional) receives each iovec's exported extent slot (0 = none).
+int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out,
+                 uint32_t* extents = nullptr);
 
 // --- datagram (datagram.cpp): UD sends and receives
 void TransmitDatagrams(Engine& engine, Qp& qp);
