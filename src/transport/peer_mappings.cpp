@@ -14,6 +14,7 @@
 namespace softrdma::transport {
 
 PeerMappings::~PeerMappings() {
+  for (const Dropped& d : graveyard_) munmap(d.local, d.length);
   Cached* cache = cache_ptr_.load(std::memory_order_relaxed);
   if (!cache) return;
   for (uint32_t i = 0; i < ExtentTable::kSlots; ++i)
@@ -31,7 +32,9 @@ uint8_t* PeerMappings::Resolve(uint32_t slot, uint64_t host, uint64_t len) {
     Sweep();
   }
   Cached* cache = cache_ptr_.load(std::memory_order_acquire);
-  if (!cache || cache[slot].id.load(std::memory_order_acquire) != id) {
+  // seq_cst: a pin taken before this load and a Drop's clear-then-check of
+  // pins_ cannot both miss each other.
+  if (!cache || cache[slot].id.load(std::memory_order_seq_cst) != id) {
     if (refused_.load(std::memory_order_relaxed)) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!MapSlot(slot, id)) return nullptr;
@@ -50,8 +53,8 @@ bool PeerMappings::MapSlot(uint32_t slot, uint64_t id) {
   if (c.id.load(std::memory_order_relaxed) != 0) {
     // The slot held an extent the peer has released since (its id differs,
     // so no MR of it can be held): drop it.
-    c.id.store(0, std::memory_order_relaxed);
-    munmap(c.local, c.length);
+    c.id.store(0, std::memory_order_seq_cst);  // before Drop reads pins_ (see Pinned)
+    Drop(c.local, c.length);
   }
   const ExportedExtent& x = table_->slots[slot];
   char path[64];
@@ -86,11 +89,34 @@ void PeerMappings::Sweep() {
       Cached& c = cache_[i];
       const uint64_t id = c.id.load(std::memory_order_relaxed);
       if (id == 0 || table_->slots[i].id.load(std::memory_order_acquire) == id) continue;
-      c.id.store(0, std::memory_order_release);
-      munmap(c.local, c.length);
+      c.id.store(0, std::memory_order_seq_cst);  // before Drop reads pins_ (see Pinned)
+      Drop(c.local, c.length);
     }
   }
   seen_retired_.store(retired, std::memory_order_relaxed);
+}
+
+void PeerMappings::Drop(uint8_t* local, uint64_t length) {
+  // Unreachable from the cache already; a pin taken before may still use it.
+  if (pins_.load(std::memory_order_seq_cst) == 0) {
+    munmap(local, length);
+    return;
+  }
+  graveyard_.push_back({local, length});
+  graveyard_nonempty_.store(true, std::memory_order_release);
+}
+
+void PeerMappings::Unpin() {
+  if (pins_.fetch_sub(1, std::memory_order_seq_cst) != 1 ||
+      !graveyard_nonempty_.load(std::memory_order_acquire))
+    return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Every pin that could have seen a dropped mapping was taken before it was
+  // dropped (under mutex_); none is left if the count reads 0 now.
+  if (pins_.load(std::memory_order_seq_cst) != 0) return;
+  for (const Dropped& d : graveyard_) munmap(d.local, d.length);
+  graveyard_.clear();
+  graveyard_nonempty_.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace softrdma::transport

@@ -3,15 +3,20 @@
 // that peer is a memcpy into (or out of) the mapping.
 //
 // Thread safety: Resolve may be called from any thread. A cached mapping is
-// valid while the peer still publishes the same extent id in its slot; the
-// caller holds an MR of that extent (MrTable::BeginRemoteAccess), which keeps
-// the id published, so the mapping cannot be dropped under its copy.
+// valid while the peer still publishes the same extent id in its slot. A
+// one-sided operation holds an MR of that extent (MrTable::BeginRemoteAccess),
+// which keeps the id published, so the mapping cannot be dropped under its
+// copy. A SEND's pull holds nothing of the requester's: it pins the cache
+// (Pinned) instead, and mappings dropped meanwhile are unmapped only when no
+// pin is left (a requester that deregisters a buffer under its own SEND
+// makes us read stale bytes, never crash).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -31,6 +36,22 @@ class PeerMappings {
   // (the caller then uses cross-memory attach or the ring).
   uint8_t* Resolve(uint32_t slot, uint64_t host, uint64_t len);
 
+  // Keeps every mapping resolved while it lives from being unmapped.
+  class Pinned {
+   public:
+    explicit Pinned(PeerMappings* m) : m_(m) {
+      if (m_) m_->pins_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    ~Pinned() {
+      if (m_) m_->Unpin();
+    }
+    Pinned(const Pinned&) = delete;
+    Pinned& operator=(const Pinned&) = delete;
+
+   private:
+    PeerMappings* m_;
+  };
+
  private:
   struct Cached {
     std::atomic<uint64_t> id{0};  // the extent's id; 0 = nothing mapped
@@ -41,6 +62,9 @@ class PeerMappings {
   bool MapSlot(uint32_t slot, uint64_t id);
   // Unmaps cached extents the peer has released (mutex_ held).
   void Sweep();
+  // Unmaps now, or once the last pin goes (mutex_ held).
+  void Drop(uint8_t* local, uint64_t length);
+  void Unpin();
 
   const pid_t pid_;
   const ExtentTable* const table_;
@@ -49,6 +73,13 @@ class PeerMappings {
   std::atomic<Cached*> cache_ptr_{nullptr};
   std::atomic<uint64_t> seen_retired_{0};
   std::atomic<bool> refused_{false};  // the peer's descriptors cannot be opened
+  std::atomic<uint32_t> pins_{0};
+  struct Dropped {
+    uint8_t* local;
+    uint64_t length;
+  };
+  std::vector<Dropped> graveyard_;  // mutex_; unmapped when pins_ is 0
+  std::atomic<bool> graveyard_nonempty_{false};
 };
 
 }  // namespace softrdma::transport

@@ -119,6 +119,7 @@ PullResult PullFromRequester(PeerLink& peer, const iovec* local, int nlocal,
   view.CopyOut(sizeof req, remote_list, niov * sizeof(wire::RemoteIov));
   iovec remote[limits::kMaxSge];
   uint32_t mapped = 0;
+  PeerMappings::Pinned pin(peer.mappings.get());
   for (uint32_t i = 0; i < niov; ++i) {
     uint8_t* p = peer.mappings ? peer.mappings->Resolve(remote_list[i].extent, remote_list[i].addr,
                                                         remote_list[i].len)
