@@ -29,8 +29,8 @@
 #   --lib DIR     directory holding softrdma's libibverbs.so.1 (default build/lib;
 #                 built with cmake when missing)
 # Environment: BENCH_JOBS (build parallelism, default 2), BENCH_TIMEOUT (seconds per
-# process; default 60, 30 with --quick). A perftest test that times out twice is skipped
-# for the rest of the run (rows "skipped").
+# process; default 60, 30 with --quick; 4x that under valgrind). A perftest test that
+# times out twice is skipped for the rest of the run (rows "skipped").
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
