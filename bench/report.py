@@ -343,8 +343,8 @@ def scale_program_section(res):
               % ("/".join("{:,}".format(q) for q in qps) or "?",
                  ", ".join("`%s`" % c for c in configs)))
     md.append("")
-    md.append("| figure | unit | " + " | ".join(configs) + " |")
-    md.append("|---|---|" + "---:|" * len(configs))
+    table = ["| figure | unit | " + " | ".join(configs) + " |",
+             "|---|---|" + "---:|" * len(configs)]
     for fig, label, unit, factor in SCALE_FIGURES:
         cells = []
         for c in configs:
@@ -352,7 +352,8 @@ def scale_program_section(res):
             cells.append(Stats(entry[1]).cell(factor) if entry and entry[1] else "–")
         if all(x == "–" for x in cells):
             continue
-        md.append("| %s | %s | %s |" % (label, unit, " | ".join(cells)))
+        table.append("| %s | %s | %s |" % (label, unit, " | ".join(cells)))
+    md += table if len(table) > 2 else ["(no measurements)"]
     for c in configs:
         for e in res.errors:
             if e[0] == "scale" and e[1] == c:
@@ -502,8 +503,9 @@ def callgrind_section(res, cg):
               "**client**: every instruction of the client process (perftest's own loop and "
               "bookkeeping included, all threads); **in softrdma's verbs**: inclusive Ir of "
               "the calls perftest makes into softrdma's verbs. Empty polls while the client "
-              "waits for its peer count too (`ibv_poll_cq` calls per iteration shows them), so "
-              "the latency tests' figures move with the machine's load; the Ir per call of "
+              "waits for its peer count too (`ibv_poll_cq` calls per iteration shows them; "
+              "`ib_write_lat` waits reading its buffer, which only the client figure counts), "
+              "so the latency tests' figures move with the machine's load; the Ir per call of "
               "`ibv_post_send` and `ibv_post_recv` (inclusive, N2 run) do not. Cells: median "
               "[min–max] over the repetitions.")
     md.append("")
@@ -511,6 +513,8 @@ def callgrind_section(res, cg):
               + " | ".join("`%s` Ir per call" % v for _k, v in CG_VERBS)
               + " | `ibv_poll_cq` calls per iteration | top functions |")
     md.append("|---|---|---:|---:|" + "---:|" * len(CG_VERBS) + "---:|---|")
+    if not cg:
+        md[-2:] = ["(no measurements: see the failed measurements below)"]
     for (test, size), e in sorted(cg.items()):
         per = e.get("per_iter")
         verbs = e.get("verbs_per_iter")
