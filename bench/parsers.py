@@ -215,10 +215,121 @@ def parse_idle(text):
     return [{"size": 0, "cpu_pct": pct}]
 
 
+# ------------------------------------------------------------------ scale, callgrind
+
+def parse_scale(text):
+    """softrdma_bench_scale's JSON lines: {"test":"scale","config","qps","figure","unit",
+    "value"} or {"test":"scale","config","qps","error"}, one run after another. Returns
+    (results, errors, qps): results maps (config, figure) -> (unit, [values, one per run]);
+    errors is a list of (config, message); qps maps config -> the number of QPs."""
+    results, errors, qps = {}, [], {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("test") != "scale":
+            continue
+        config = str(rec.get("config", "?"))
+        if "qps" in rec:
+            qps[config] = int(rec["qps"])
+        if "error" in rec:
+            errors.append((config, str(rec["error"])))
+        elif "figure" in rec and "value" in rec:
+            entry = results.setdefault((config, rec["figure"]), (rec.get("unit", ""), []))
+            entry[1].append(float(rec["value"]))
+    return results, errors, qps
+
+
+_VALGRIND_COLLECTED = re.compile(r"^==\d+==\s+Collected\s*:\s*([0-9]+)\s*$")
+_VALGRIND_IREFS = re.compile(r"^==\d+==\s+I\s+refs:\s*([0-9,]+)\s*$")
+
+
+def parse_callgrind(text, size):
+    """A perftest client run under valgrind --tool=callgrind: the instructions it executed
+    (valgrind's "Collected :" or "I refs:" summary, all threads) -> ir; iterations from
+    perftest's own result line when it printed one."""
+    ir = None
+    for line in text.splitlines():
+        m = _VALGRIND_COLLECTED.match(line.strip()) or _VALGRIND_IREFS.match(line.strip())
+        if m:
+            ir = int(m.group(1).replace(",", ""))
+    if ir is None:
+        raise ParseError("no callgrind summary: " + error_summary(text))
+    row = {"size": int(size), "ir": ir}
+    try:
+        perf = parse_perftest(text)
+        row["iterations"] = perf[0]["iterations"]
+    except ParseError:
+        pass
+    return [row]
+
+
+_CG_NAME = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
+
+
+def parse_callgrind_profile(text, prefix="softrdma::verbs::"):
+    """A callgrind.out file (Ir only, default name compression): the program total, and for
+    every function whose name starts with `prefix` the calls made to it from functions
+    outside softrdma and their inclusive Ir. Returns {"total": Ir or None,
+    "calls": {short name: calls}, "inclusive": {short name: Ir}}; the short name is the
+    function's name without prefix and arguments (PollCq, PostSend, ...)."""
+    names = {}
+    total = None
+    calls, incl = {}, {}
+    current = ""   # the function whose costs and calls follow (fn=)
+    pending = None  # (callee name, calls) waiting for the cost line of a calls= line
+
+    def name_of(spec):
+        m = _CG_NAME.match(spec.strip())
+        if not m:
+            return spec.strip()
+        if m.group(2):
+            names[m.group(1)] = m.group(2)
+        return names.get(m.group(1), "")
+
+    for line in text.splitlines():
+        if pending is not None:
+            callee, n = pending
+            pending = None
+            parts = line.split()
+            if len(parts) >= 2:
+                try:
+                    cost = int(parts[1])
+                except ValueError:
+                    cost = 0
+                short = callee[len(prefix):].split("(", 1)[0]
+                calls[short] = calls.get(short, 0) + n
+                incl[short] = incl.get(short, 0) + cost
+            continue
+        if line.startswith("fn="):
+            current = name_of(line[3:])
+        elif line.startswith("cfn="):
+            callee = name_of(line[4:])
+        elif line.startswith("calls="):
+            try:
+                n = int(line[6:].split()[0])
+            except (ValueError, IndexError):
+                continue
+            if callee.startswith(prefix) and not current.startswith("softrdma::"):
+                pending = (callee, n)
+        elif line.startswith("totals:") or (line.startswith("summary:") and total is None):
+            try:
+                total = int(line.split(":", 1)[1].split()[0])
+            except (ValueError, IndexError):
+                pass
+    return {"total": total, "calls": calls, "inclusive": incl}
+
+
 def parse(suite, text, size):
     """Dispatch on run.sh's suite name."""
-    if suite == "perftest":
+    if suite in ("perftest", "qps", "pairs"):
         return parse_perftest(text)
+    if suite == "callgrind":
+        return parse_callgrind(text, size)
     if suite == "ucx":
         return parse_ucx(text, size)
     if suite == "tcp":

@@ -3,14 +3,17 @@
 
     /usr/bin/python3 bench/report.py DIR
 
-Reads DIR/runs.tsv (one row per measurement, raw outputs in DIR/raw), DIR/limits.jsonl and
-DIR/meta.txt. Medians and min-max over the repetitions; ratios from medians measured in the
-same run. Uses Debian's python3-matplotlib for the plots (skipped with a note if missing).
+Reads DIR/runs.tsv (one row per measurement, raw outputs in DIR/raw), DIR/limits.jsonl,
+DIR/scale.jsonl and DIR/meta.txt. Medians and min-max over the repetitions; ratios from
+medians measured in the same run. Uses Debian's python3-matplotlib for the plots (skipped
+with a note if missing).
 """
 
 import csv
+import gzip
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -112,6 +115,9 @@ class Results:
         self.errors = []  # (suite, test, size, pinned, rep, message)
         self.meta = {}
         self.limits_info = {}
+        self.by_rep = {}  # (suite, test, size, pinned) -> {rep: first parsed row}
+        self.scale = {}  # (config, figure) -> (unit, [values])
+        self.scale_qps = {}  # config -> QPs
         self._load()
 
     def add(self, key, metrics):
@@ -144,6 +150,12 @@ class Results:
                     self.add(("limits", test, size, False), {metric: v})
             for test, size, msg in errors:
                 self.errors.append(("limits", test, size, False, "", msg))
+        scale = os.path.join(self.out, "scale.jsonl")
+        if os.path.exists(scale):
+            with open(scale) as f:
+                self.scale, errors, self.scale_qps = parsers.parse_scale(f.read())
+            for config, msg in errors:
+                self.errors.append(("scale", config, 0, False, "", msg))
 
     def _load_run(self, row):
         suite, test = row["suite"], row["test"]
@@ -183,6 +195,16 @@ class Results:
         for r in rows:
             if r.get("size", size) == size or suite == "idle":
                 self.add(key, r)
+                self.by_rep.setdefault(key, {}).setdefault(rep, dict(r))
+        if suite == "callgrind" and key in self.by_rep and path.endswith(".client.txt"):
+            # The profile run.sh kept next to the client's output: calls into the verbs.
+            prof = path[:-len(".client.txt")] + ".callgrind.out.gz"
+            if os.path.exists(prof):
+                try:
+                    with gzip.open(prof, "rt", errors="replace") as f:
+                        self.by_rep[key][rep]["profile"] = parsers.parse_callgrind_profile(f.read())
+                except (OSError, EOFError) as e:
+                    self.errors.append((suite, test, size, pinned, rep, "profile: %s" % e))
 
     def stats(self, suite, test, size, metric, pinned=False):
         vals = self.data.get((suite, test, size, pinned), {}).get(metric)
@@ -271,6 +293,246 @@ def series_table(res, series, metric, scale, pinned=False, note_fn=None):
         lines.append("| %s | %s |" % (human_size(sz), " | ".join(cells)))
     lines.append("")
     return lines
+
+
+# ------------------------------------------------------------------ scale
+
+# (figure, label, unit shown, scale factor from the program's unit)
+SCALE_FIGURES = [
+    ("first_qp_create", "first QP of the process (starts the engine)", "µs", 1.0),
+    ("create_per_qp", "`ibv_create_qp`, mean per QP", "µs", 1.0),
+    ("create_first10pct_per_qp", "… mean over the first 10 % created", "µs", 1.0),
+    ("create_last10pct_per_qp", "… mean over the last 10 % created", "µs", 1.0),
+    ("create_max", "… slowest single call", "µs", 1.0),
+    ("create_total", "`ibv_create_qp`, all QPs", "ms", 1.0),
+    ("modify_init_per_qp", "RESET→INIT, mean per QP", "µs", 1.0),
+    ("modify_rtr_per_qp", "INIT→RTR (connect to the pair's peer), mean per QP", "µs", 1.0),
+    ("modify_rts_per_qp", "RTR→RTS, mean per QP", "µs", 1.0),
+    ("pair_send_recv_per_pair", "one 8 B SEND on every pair, all completions, per pair", "µs",
+     1.0),
+    ("idle_cpu_connected", "CPU of the process, all QPs connected, no traffic", "% of a core",
+     1.0),
+    ("destroy_per_qp", "`ibv_destroy_qp`, mean per QP (newest first)", "µs", 1.0),
+    ("destroy_first10pct_per_qp", "… mean over the first 10 % destroyed", "µs", 1.0),
+    ("destroy_last10pct_per_qp", "… mean over the last 10 % destroyed", "µs", 1.0),
+    ("destroy_total", "`ibv_destroy_qp`, all QPs", "ms", 1.0),
+    ("rss_per_qp_created", "resident memory per QP, created (VmRSS growth / QPs)", "B", 1.0),
+    ("anon_per_qp_created", "… of which private heap (RssAnon)", "B", 1.0),
+    ("shm_alloc_per_qp_created", "`/dev/shm/softrdma-<ns>-*` growth per QP (allocated)", "B",
+     1.0),
+    ("rss_per_qp_rts", "resident memory per QP, connected (RTS) after the SENDs", "B", 1.0),
+    ("shm_alloc_per_qp_rts", "`/dev/shm` growth per QP, connected", "B", 1.0),
+    ("rss_retained_after_destroy", "resident memory left after destroying all (malloc_trim)",
+     "KiB", 1.0 / 1024),
+]
+
+
+def scale_program_section(res):
+    # In the order the runs came (run.sh: the larger queues first).
+    configs = list(dict.fromkeys([c for c, _f in res.scale] +
+                                 [e[1] for e in res.errors if e[0] == "scale"]))
+    if not configs:
+        return ["(not run)", ""]
+    md = []
+    qps = sorted({res.scale_qps.get(c) for c in configs if res.scale_qps.get(c)})
+    md.append("`softrdma_bench_scale`: %s RC QPs in one process (one PD, 4 shared CQs); "
+              "configurations %s (`wrN`: max_send_wr = max_recv_wr = N, 1 SGE, no inline). "
+              "Every QP RESET→INIT→RTR→RTS, connected pairwise through `::ffff:127.0.0.1`, "
+              "one 8 B SEND per pair checked, then all destroyed. Memory: growth over the process "
+              "with its device, PD, CQs, MR and engine already set up."
+              % ("/".join("{:,}".format(q) for q in qps) or "?",
+                 ", ".join("`%s`" % c for c in configs)))
+    md.append("")
+    table = ["| figure | unit | " + " | ".join(configs) + " |",
+             "|---|---|" + "---:|" * len(configs)]
+    for fig, label, unit, factor in SCALE_FIGURES:
+        cells = []
+        for c in configs:
+            entry = res.scale.get((c, fig))
+            cells.append(Stats(entry[1]).cell(factor) if entry and entry[1] else "–")
+        if all(x == "–" for x in cells):
+            continue
+        table.append("| %s | %s | %s |" % (label, unit, " | ".join(cells)))
+    md += table if len(table) > 2 else ["(no measurements)"]
+    for c in configs:
+        for e in res.errors:
+            if e[0] == "scale" and e[1] == c:
+                md.append("")
+                md.append("**%s failed:** %s" % (c, e[5].replace("|", "/")))
+                break
+    md.append("")
+    return md
+
+
+def _bw_cell(st):
+    return st.cell(1e-6) if st else "–"
+
+
+def _ratio(a, b):
+    return ("%.2f×" % (a.median / b.median)) if a and b and b.median > 0 else "–"
+
+
+def pairs_aggregate(res, size, npairs=None):
+    """Per repetition, the sum of the pairs' bandwidths (only repetitions where every pair
+    produced a result). Returns (Stats or None, number of pairs)."""
+    tests = sorted({k[1] for k in res.by_rep if k[0] == "pairs" and k[2] == size}
+                   | {e[1] for e in res.errors if e[0] == "pairs" and e[2] == size})
+    n = npairs or len(tests)
+    sums = []
+    reps = {r for k, v in res.by_rep.items() if k[0] == "pairs" and k[2] == size for r in v}
+    for rep in sorted(reps):
+        vals = [res.by_rep.get(("pairs", t, size, False), {}).get(rep, {}).get("bw_Bps")
+                for t in tests]
+        if tests and all(v is not None for v in vals):
+            sums.append(sum(vals))
+    return (Stats(sums) if sums else None), n
+
+
+def scale_perftest_section(res):
+    md = []
+    sizes = sorted({k[2] for k in res.data if k[0] in ("qps", "pairs")}
+                   | {e[2] for e in res.errors if e[0] in ("qps", "pairs")})
+    if not sizes:
+        return ["(not run)", ""]
+    md.append("### Many QPs in one process pair: `ib_write_bw -q 64` against `-q 1`")
+    md.append("")
+    md.append("Same message size, duration mode (`-D`), one process pair; bandwidth in MB/s "
+              "(10^6 B/s) and messages in k/s, all QPs together.")
+    md.append("")
+    md.append("| size | -q 1 MB/s | -q 64 MB/s | -q 64 / -q 1 | -q 1 k msg/s | -q 64 k msg/s |")
+    md.append("|---:|---:|---:|---:|---:|---:|")
+    for sz in sizes:
+        q1 = res.stats("qps", "ib_write_bw-q1", sz, "bw_Bps")
+        q64 = res.stats("qps", "ib_write_bw-q64", sz, "bw_Bps")
+        m1 = res.stats("qps", "ib_write_bw-q1", sz, "msg_rate")
+        m64 = res.stats("qps", "ib_write_bw-q64", sz, "msg_rate")
+        cells = [_bw_cell(q1) if q1 or not res.error_for("qps", "ib_write_bw-q1", sz) else "error",
+                 _bw_cell(q64) if q64 or not res.error_for("qps", "ib_write_bw-q64", sz)
+                 else "error", _ratio(q64, q1), m1.cell(1e-3) if m1 else "–",
+                 m64.cell(1e-3) if m64 else "–"]
+        md.append("| %s | %s |" % (human_size(sz), " | ".join(cells)))
+    md.append("")
+    tests = sorted({k[1] for k in res.data if k[0] == "pairs"}
+                   | {e[1] for e in res.errors if e[0] == "pairs"})
+    md.append("### Process pairs at once: %d `ib_write_bw` pairs" % len(tests))
+    md.append("")
+    md.append("All pairs in one `SOFTRDMA_NAMESPACE`, each on its own port, started together "
+              "(every server listening before the clients start); duration mode, so their "
+              "measuring windows overlap. Aggregate: the sum of the pairs' bandwidths in each "
+              "repetition. MB/s = 10^6 B/s.")
+    md.append("")
+    md.append("| size | " + " | ".join("pair %s" % t.rsplit("pair", 1)[-1] for t in tests)
+              + " | aggregate | one pair alone (-q 1) | aggregate / one pair |")
+    md.append("|---:|" + "---:|" * (len(tests) + 3))
+    for sz in sizes:
+        cells = []
+        for t in tests:
+            st = res.stats("pairs", t, sz, "bw_Bps")
+            cells.append(_bw_cell(st) if st or not res.error_for("pairs", t, sz) else "error")
+        agg, _n = pairs_aggregate(res, sz)
+        one = res.stats("qps", "ib_write_bw-q1", sz, "bw_Bps")
+        cells += [_bw_cell(agg), _bw_cell(one), _ratio(agg, one)]
+        md.append("| %s | %s |" % (human_size(sz), " | ".join(cells)))
+    md.append("")
+    return md
+
+
+# ------------------------------------------------------------------ callgrind
+
+_CG_TEST = re.compile(r"^(.*)-n(\d+)$")
+
+
+def callgrind_results(res):
+    """{(test, size): {"iters": (n1, n2), "per_iter": Stats, "verbs_per_iter": Stats,
+    "calls_per_iter": {verb: Stats}, "ir_per_call": {verb: Stats}, "ir": {n: Stats}}}."""
+    runs = {}  # (test, size) -> {n: {rep: row}}
+    for (suite, test, size, _pinned), reps in res.by_rep.items():
+        if suite != "callgrind":
+            continue
+        m = _CG_TEST.match(test)
+        if m:
+            runs.setdefault((m.group(1), size), {})[int(m.group(2))] = reps
+    out = {}
+    for (test, size), by_n in sorted(runs.items()):
+        ns = sorted(by_n)
+        entry = {"iters": tuple(ns), "ir": {n: Stats([r["ir"] for r in by_n[n].values()])
+                                            for n in ns}}
+        out[(test, size)] = entry
+        if len(ns) < 2:
+            continue
+        n1, n2 = ns[0], ns[-1]
+        per, verbs_per = [], []
+        for rep in sorted(set(by_n[n1]) & set(by_n[n2])):
+            a, b = by_n[n1][rep], by_n[n2][rep]
+            per.append((b["ir"] - a["ir"]) / float(n2 - n1))
+            pa, pb = a.get("profile"), b.get("profile")
+            if pa and pb:
+                verbs_per.append((sum(pb["inclusive"].values()) - sum(pa["inclusive"].values()))
+                                 / float(n2 - n1))
+        # Calls per iteration and Ir per call of the data-path verbs, from the N2 runs (the
+        # few calls of the setup do not matter there; a difference would carry the waits
+        # of two runs).
+        per_call, calls_per = {}, {}
+        for row in by_n[n2].values():
+            prof = row.get("profile")
+            if not prof:
+                continue
+            for verb, _label in CG_VERBS:
+                calls = prof["calls"].get(verb, 0)
+                if calls >= 16:
+                    per_call.setdefault(verb, []).append(prof["inclusive"][verb] / float(calls))
+                    calls_per.setdefault(verb, []).append(calls / float(n2))
+        entry["per_iter"] = Stats(per) if per else None
+        entry["verbs_per_iter"] = Stats(verbs_per) if verbs_per else None
+        entry["calls_per_iter"] = {v: Stats(x) for v, x in calls_per.items()}
+        entry["ir_per_call"] = {v: Stats(x) for v, x in per_call.items()}
+    return out
+
+
+CG_VERBS = [("PostSend", "ibv_post_send"), ("PostRecv", "ibv_post_recv"),
+            ("PollCq", "ibv_poll_cq")]
+
+
+def callgrind_section(res, cg):
+    if not cg and not any(e[0] == "callgrind" for e in res.errors):
+        return ["(not run)", ""]
+    md = []
+    md.append("Client of each test under `valgrind --tool=callgrind` (server native; server "
+              "on CPU 0, client on CPU 1), run at two iteration counts; instructions per "
+              "iteration = (Ir(N2) − Ir(N1)) / (N2 − N1), which cancels setup and teardown. "
+              "**client**: every instruction of the client process (perftest's own loop and "
+              "bookkeeping included, all threads); **in softrdma's verbs**: inclusive Ir of "
+              "the calls perftest makes into softrdma's verbs. Empty polls while the client "
+              "waits for its peer count too (`ibv_poll_cq` calls per iteration shows them; "
+              "`ib_write_lat` waits reading its buffer, which only the client figure counts), "
+              "so the latency tests' figures move with the machine's load; the Ir per call of "
+              "`ibv_post_send` and `ibv_post_recv` (inclusive, N2 run) do not. Cells: median "
+              "[min–max] over the repetitions.")
+    md.append("")
+    md.append("| test | N1 / N2 | client Ir per iteration | in softrdma's verbs per iteration | "
+              + " | ".join("`%s` Ir per call" % v for _k, v in CG_VERBS)
+              + " | `ibv_poll_cq` calls per iteration | top functions |")
+    md.append("|---|---|---:|---:|" + "---:|" * len(CG_VERBS) + "---:|---|")
+    if not cg:
+        md[-2:] = ["(no measurements: see the failed measurements below)"]
+    for (test, size), e in sorted(cg.items()):
+        per = e.get("per_iter")
+        verbs = e.get("verbs_per_iter")
+        cells = ["`%s -s %d`" % (test, size), " / ".join(str(n) for n in e["iters"]),
+                 per.cell() if per else "–", verbs.cell() if verbs else "–"]
+        for key, _v in CG_VERBS:
+            st = e.get("ir_per_call", {}).get(key)
+            cells.append(st.cell() if st else "–")
+        st = e.get("calls_per_iter", {}).get("PollCq")
+        cells.append(st.cell() if st else "–")
+        tops = sorted(f for f in os.listdir(os.path.join(res.out, "raw"))
+                      if f.startswith("callgrind-%s-%d-" % (test, size)) and
+                      f.endswith(".top.txt")) if os.path.isdir(os.path.join(res.out, "raw")) else []
+        cells.append(", ".join("[%s](raw/%s)" % (f.rsplit("-", 1)[-1][:-len(".top.txt")], f)
+                               for f in tops) or "–")
+        md.append("| %s |" % " | ".join(cells))
+    md.append("")
+    return md
 
 
 def write_plots(res, out):
@@ -419,6 +681,17 @@ def main(argv):
     md.append("")
     md += series_table(res, BW_SERIES[:5], "msg_rate", 1e-3, pinned=True)
 
+    md.append("## Scale")
+    md.append("")
+    md.append("### Many QPs in one process")
+    md.append("")
+    md += scale_program_section(res)
+    md += scale_perftest_section(res)
+    cg = callgrind_results(res)
+    md.append("## Instructions per operation")
+    md.append("")
+    md += callgrind_section(res, cg)
+
     md.append("## Plots")
     md.append("")
     for n in notes:
@@ -461,6 +734,24 @@ def main(argv):
                                "softrdma": soft.median if soft else None,
                                "reference": ref.median if ref else None, "ratio": ratio,
                                "goal": goal, "result": verdict, "note": note})
+    agg["scale"] = [{"config": c, "figure": fig, "unit": unit, "qps": res.scale_qps.get(c),
+                     **Stats(v).as_dict()} for (c, fig), (unit, v) in sorted(res.scale.items())]
+    agg["pairs_aggregate"] = []
+    for sz in sorted({k[2] for k in res.by_rep if k[0] == "pairs"}):
+        st, n = pairs_aggregate(res, sz)
+        if st:
+            agg["pairs_aggregate"].append({"size": sz, "pairs": n, "bw_Bps": st.as_dict()})
+    agg["callgrind"] = []
+    for (test, size), e in sorted(cg.items()):
+        agg["callgrind"].append({
+            "test": test, "size": size, "iters": list(e["iters"]),
+            "ir": {str(n): st.as_dict() for n, st in e["ir"].items()},
+            "ir_per_iteration": e["per_iter"].as_dict() if e.get("per_iter") else None,
+            "verbs_ir_per_iteration": (e["verbs_per_iter"].as_dict()
+                                       if e.get("verbs_per_iter") else None),
+            "calls_per_iteration": {v: st.as_dict()
+                                    for v, st in e.get("calls_per_iter", {}).items()},
+            "ir_per_call": {v: st.as_dict() for v, st in e.get("ir_per_call", {}).items()}})
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(agg, f, indent=1)
     return 0

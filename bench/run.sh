@@ -12,6 +12,11 @@
 #   limits    softrdma_bench_limits: memcpy by size, cross-core cache-line round trip,
 #             process_vm_writev by size
 #   idle      CPU used by an idle process holding a QP (ibv_rc_pingpong server waiting)
+#   scale     softrdma_bench_scale: 10,000 RC QPs in one process (create, modify, destroy
+#             times, memory per QP), queues of 128 and of 1 WR; ib_write_bw -q 64 against
+#             -q 1; four ib_write_bw pairs at once (8 B and 64 KiB)
+#   callgrind instructions per iteration of the client of ib_send_lat, ib_write_lat and
+#             ib_write_bw -s 8 under valgrind --tool=callgrind (server native, pinned apart)
 # then bench/report.py writes DIR/report.md and DIR/*.png. Raw outputs stay in DIR/raw,
 # one row per measurement in DIR/runs.tsv. A failed measurement is a row with its error;
 # the suite keeps going and exits 0 (a bench reports, it does not fail CI).
@@ -20,12 +25,12 @@
 #   --quick       smoke run: 3 sizes, short runs, --repeat 2 unless given
 #   --repeat N    repetitions of every measurement (default 3)
 #   --out DIR     results directory (default bench/results/<date>-<time>)
-#   --only LIST   comma-separated subset of: perftest,ucx,tcp,limits,idle
+#   --only LIST   comma-separated subset of: perftest,ucx,tcp,limits,idle,scale,callgrind
 #   --lib DIR     directory holding softrdma's libibverbs.so.1 (default build/lib;
 #                 built with cmake when missing)
 # Environment: BENCH_JOBS (build parallelism, default 2), BENCH_TIMEOUT (seconds per
-# process; default 60, 30 with --quick). A perftest test that times out twice is skipped
-# for the rest of the run (rows "skipped").
+# process; default 60, 30 with --quick; 4x that under valgrind). A perftest test that
+# times out twice is skipped for the rest of the run (rows "skipped").
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,7 +41,7 @@ source "$ROOT/scripts/lib/procs.sh"
 QUICK=0
 REPEAT=""
 OUT=""
-ONLY="perftest,ucx,tcp,limits,idle"
+ONLY="perftest,ucx,tcp,limits,idle,scale,callgrind"
 LIB_DIR=""
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
@@ -75,6 +80,7 @@ if ((QUICK)); then
   QPERF_TIME=1
   IDLE_WINDOW=2
   LIMITS_ARGS=(--min-time 0.02 --rtt-iters 20000)
+  SCALE_DURATION=1 # seconds of each perftest -D run of the scale suite
 else
   SIZES=(8 64 512 4096 32768 65536 262144 1048576 4194304)
   lat_iters() { clamp $((268435456 / $1)) 200 20000; }
@@ -82,6 +88,7 @@ else
   QPERF_TIME=2
   IDLE_WINDOW=5
   LIMITS_ARGS=(--min-time 0.2 --rtt-iters 200000)
+  SCALE_DURATION=2
 fi
 clamp() {
   local v=$1
@@ -92,6 +99,15 @@ clamp() {
 # Pinned runs: the sizes the targets are evaluated at.
 PINNED_PERFTEST=("send_lat 8" "write_lat 8" "write_bw 8" "send_bw 65536" "write_bw 1048576" "read_bw 1048576")
 PINNED_UCX=("tag_lat 8" "tag_bw 8" "tag_bw 65536" "tag_bw 1048576")
+# scale: QPs of one process, the queue sizes of each configuration ("label send_wr recv_wr"),
+# the message sizes of the -q 64 / four-pair perftest runs.
+SCALE_QPS=10000
+SCALE_CONFIGS=("wr128 128 128" "wr1 1 1")
+SCALE_SIZES=(8 65536)
+SCALE_PAIRS=4
+# callgrind: the client's iteration counts (the difference cancels setup and teardown).
+CALLGRIND_ITERS=(2000 6000)
+CALLGRIND_TESTS=(send_lat write_lat write_bw)
 
 # Line-buffered output (coreutils' stdbuf), so that a run killed by `timeout` still shows
 # how far it got.
@@ -127,7 +143,7 @@ alive() { proc_alive "$1"; }
 
 # ---------------------------------------------------------------- setup
 install_deps() {
-  local pkgs=(perftest qperf ucx-utils python3-matplotlib ibverbs-utils taskset) missing=() p st
+  local pkgs=(perftest qperf ucx-utils python3-matplotlib ibverbs-utils valgrind taskset) missing=() p st
   # taskset lives in util-linux; check the command rather than the package.
   pkgs=("${pkgs[@]/taskset/util-linux}")
   for p in "${pkgs[@]}"; do
@@ -173,6 +189,23 @@ build_limits() {
     LIMITS_BIN=$OUT/softrdma_bench_limits
   else
     log "could not build the limits program (see run.log)"
+  fi
+}
+
+# The scale program: the CMake target when a build tree exists, else g++ against the system's
+# verbs headers, linked with the libibverbs.so.1 in LIB_DIR.
+build_scale() {
+  SCALE_BIN=""
+  if [[ -f "$ROOT/build/CMakeCache.txt" ]] &&
+    cmake --build "$ROOT/build" -j"${BENCH_JOBS:-2}" --target softrdma_bench_scale >>"$OUT/run.log" 2>&1 &&
+    [[ -x "$ROOT/build/bin/softrdma_bench_scale" ]]; then
+    SCALE_BIN=$ROOT/build/bin/softrdma_bench_scale
+  elif [[ -e "$LIB_DIR/libibverbs.so.1" ]] &&
+    g++ -std=c++20 -O2 -Wall -Wextra -Werror -o "$OUT/softrdma_bench_scale" "$HERE/scale/scale.cpp" \
+      "$LIB_DIR/libibverbs.so.1" >>"$OUT/run.log" 2>&1; then
+    SCALE_BIN=$OUT/softrdma_bench_scale
+  else
+    log "could not build the scale program (see run.log)"
   fi
 }
 
@@ -259,15 +292,26 @@ run_pair() {
 }
 
 # ---------------------------------------------------------------- suites
+# perftest_ready: perftest and softrdma's library are there and the loopback GID is known
+# (GID); otherwise false with REASON set.
+perftest_ready() {
+  REASON=""
+  if ! command -v ib_send_lat >/dev/null 2>&1; then
+    REASON="perftest not installed"
+  elif [[ ! -e "$LIB_DIR/libibverbs.so.1" ]]; then
+    REASON="no softrdma libibverbs.so.1 in $LIB_DIR"
+  elif [[ -z "${GID:-}" ]] && ! gid_index; then
+    REASON="no ::ffff:127.0.0.1 GID in ibv_devinfo -v (raw/ibv_devinfo.txt)"
+  fi
+  [[ -z "$REASON" ]]
+}
+
 run_perftest() {
   local have=1 t size pinned rep n args spec
   local tests=(send_lat write_lat read_lat send_bw write_bw read_bw atomic_lat atomic_bw)
   local -A timeouts=()
-  command -v ib_send_lat >/dev/null 2>&1 || have=0
-  if ((have)) && [[ ! -e "$LIB_DIR/libibverbs.so.1" ]]; then have=0; fi
-  local reason="perftest not installed"
-  [[ -e "$LIB_DIR/libibverbs.so.1" ]] || reason="no softrdma libibverbs.so.1 in $LIB_DIR"
-  if ((have)) && ! gid_index; then have=0; reason="no ::ffff:127.0.0.1 GID in ibv_devinfo -v (raw/ibv_devinfo.txt)"; fi
+  perftest_ready || have=0
+  local reason=$REASON
   ((have)) && log "perftest over softrdma0, GID index $GID ($LIB_DIR)"
   PAIR_ENV=(LD_LIBRARY_PATH="$LIB_DIR")
   local plan=()
@@ -413,6 +457,188 @@ run_idle() {
   done
 }
 
+# ---------------------------------------------------------------- scale
+# run_pairs SUITE TEST SIZE REP N: N server/client pairs at once, one free port each, all
+# in one SOFTRDMA_NAMESPACE. SERVER_CMD / CLIENT_CMD / PAIR_ENV as for run_pair. Every
+# server listens before any client starts; one row per pair, test "TEST-pairI".
+run_pairs() {
+  local suite=$1 test=$2 size=$3 rep=$4 n=$5
+  local ns="b$$-$RANDOM$RANDOM" i w p deadline listening rc srv_rc
+  local -a ports=() spids=() cpids=() rcs=() clis=() srvs=() cmds=() s_cmd c_cmd
+  NAMESPACES+=("$ns")
+  for ((i = 0; i < n; i++)); do
+    clis+=("$RAW/$suite-$test-pair$i-$size-p0-r$rep.client.txt")
+    srvs+=("$RAW/$suite-$test-pair$i-$size-p0-r$rep.server.txt")
+    while :; do
+      p=$(free_port) || { record_error "$suite" "$test-pair$i" "$size" 0 "$rep" "no free TCP port"; return; }
+      [[ " ${ports[*]} " == *" $p "* ]] || break
+    done
+    ports+=("$p")
+  done
+  for ((i = 0; i < n; i++)); do
+    s_cmd=()
+    for w in "${SERVER_CMD[@]}"; do s_cmd+=("${w//@PORT@/${ports[i]}}"); done
+    timeout -k 5 "$TIMEOUT" env SOFTRDMA_NAMESPACE="$ns" "${PAIR_ENV[@]}" "${STDBUF[@]}" "${s_cmd[@]}" \
+      </dev/null >"${srvs[i]}" 2>&1 &
+    spids+=($!)
+    PIDS+=($!)
+  done
+  deadline=$((SECONDS + 20))
+  while :; do
+    listening=0
+    for ((i = 0; i < n; i++)); do port_in_use "${ports[i]}" listen && listening=$((listening + 1)); done
+    ((listening == n || SECONDS >= deadline)) && break
+    for ((i = 0; i < n; i++)); do alive "${spids[i]}" || break 2; done
+    sleep 0.05
+  done
+  if ((listening == n)); then
+    for ((i = 0; i < n; i++)); do
+      c_cmd=()
+      for w in "${CLIENT_CMD[@]}"; do c_cmd+=("${w//@PORT@/${ports[i]}}"); done
+      cmds+=("${c_cmd[*]}")
+      timeout -k 5 "$TIMEOUT" env SOFTRDMA_NAMESPACE="$ns" "${PAIR_ENV[@]}" "${STDBUF[@]}" "${c_cmd[@]}" \
+        </dev/null >"${clis[i]}" 2>&1 &
+      cpids+=($!)
+      PIDS+=($!)
+    done
+    for ((i = 0; i < n; i++)); do
+      rc=0
+      wait "${cpids[i]}" || rc=$?
+      forget_pid "${cpids[i]}"
+      rcs+=("$rc")
+    done
+  fi
+  deadline=$((SECONDS + 5))
+  for ((i = 0; i < n; i++)); do
+    while ((SECONDS < deadline)) && alive "${spids[i]}"; do sleep 0.05; done
+    kill -TERM -- "-${spids[i]}" 2>/dev/null
+    srv_rc=0
+    wait "${spids[i]}" 2>/dev/null || srv_rc=$?
+    forget_pid "${spids[i]}"
+    if ((listening == n)); then
+      record "$suite" "$test-pair$i" "$size" 0 "$rep" "${rcs[i]}" "raw/${clis[i]##*/}" "raw/${srvs[i]##*/}" \
+        "${cmds[i]} (server rc $srv_rc, $n pairs at once)"
+    else
+      cp "${srvs[i]}" "${clis[i]}"
+      record "$suite" "$test-pair$i" "$size" 0 "$rep" -2 "raw/${clis[i]##*/}" "raw/${srvs[i]##*/}" \
+        "not all $n servers listened"
+    fi
+  done
+  rm -f -- /dev/shm/softrdma-"$ns"-*
+  if ((listening == n)); then
+    printf '  %-9s %-16s %8s %d pairs  rep %s: exit codes %s\n' "$suite" "$test" "$size" "$n" "$rep" \
+      "${rcs[*]}" | tee -a "$OUT/run.log"
+  else
+    log "  $suite $test $size rep $rep: only $listening of $n servers listened"
+  fi
+}
+
+# Scale: the scale program (many QPs in one process), then perftest with many QPs
+# (ib_write_bw -q 64 against -q 1) and with four process pairs at once.
+run_scale() {
+  local rep spec label swr rwr ns rc q size args have=1 i
+  build_scale
+  for rep in $(seq 0 $((REPEAT - 1))); do
+    for spec in "${SCALE_CONFIGS[@]}"; do
+      read -r label swr rwr <<<"$spec"
+      if [[ -z "$SCALE_BIN" || ! -e "$LIB_DIR/libibverbs.so.1" ]]; then
+        echo "{\"test\":\"scale\",\"config\":\"$label\",\"qps\":$SCALE_QPS,\"error\":\"the scale program or softrdma's library is missing (run.log)\"}" >>"$OUT/scale.jsonl"
+        continue
+      fi
+      ns="b$$-scale-$label-r$rep"
+      NAMESPACES+=("$ns")
+      rc=0
+      timeout -k 5 $((TIMEOUT * 2)) env SOFTRDMA_NAMESPACE="$ns" LD_LIBRARY_PATH="$LIB_DIR" "$SCALE_BIN" \
+        --qps "$SCALE_QPS" --send-wr "$swr" --recv-wr "$rwr" --config "$label" ${GID:+--gid "$GID"} \
+        </dev/null >"$RAW/scale-$label-r$rep.jsonl" 2>"$RAW/scale-$label-r$rep.stderr.txt" || rc=$?
+      rm -f -- /dev/shm/softrdma-"$ns"-*
+      cat "$RAW/scale-$label-r$rep.jsonl" >>"$OUT/scale.jsonl"
+      if ((rc != 0)) && ! grep -q '"error"' "$RAW/scale-$label-r$rep.jsonl"; then
+        printf '{"test":"scale","config":"%s","qps":%s,"error":"exit code %s%s"}\n' "$label" "$SCALE_QPS" "$rc" \
+          "$( ((rc == 124 || rc == 137)) && echo ' (timed out)')" >>"$OUT/scale.jsonl"
+      fi
+      printf '  scale     %-16s %8s QPs rep %s: %s\n' "$label" "$SCALE_QPS" "$rep" \
+        "$( ((rc == 0)) && echo ok || echo "FAILED (rc $rc)")" | tee -a "$OUT/run.log"
+    done
+  done
+
+  perftest_ready || have=0
+  ((have)) && log "scale: ib_write_bw -q 1 / -q 64 and $SCALE_PAIRS pairs at once, -D $SCALE_DURATION"
+  PAIR_ENV=(LD_LIBRARY_PATH="$LIB_DIR")
+  for rep in $(seq 0 $((REPEAT - 1))); do
+    for size in "${SCALE_SIZES[@]}"; do
+      for q in 1 64; do
+        if ((!have)); then record_error qps "ib_write_bw-q$q" "$size" 0 "$rep" "$REASON"; continue; fi
+        # Duration mode: the iteration count would be per QP, and perftest's peak
+        # bandwidth is quadratic in the total.
+        args=(-d softrdma0 -x "$GID" -p @PORT@ -s "$size" -D "$SCALE_DURATION" -F -q "$q")
+        SERVER_CMD=(ib_write_bw "${args[@]}")
+        CLIENT_CMD=(ib_write_bw "${args[@]}" 127.0.0.1)
+        run_pair qps "ib_write_bw-q$q" "$size" 0 "$rep"
+      done
+      if ((!have)); then
+        for ((i = 0; i < SCALE_PAIRS; i++)); do
+          record_error pairs "ib_write_bw-pair$i" "$size" 0 "$rep" "$REASON"
+        done
+        continue
+      fi
+      args=(-d softrdma0 -x "$GID" -p @PORT@ -s "$size" -D "$SCALE_DURATION" -F)
+      SERVER_CMD=(ib_write_bw "${args[@]}")
+      CLIENT_CMD=(ib_write_bw "${args[@]}" 127.0.0.1)
+      run_pairs pairs ib_write_bw "$size" "$rep" "$SCALE_PAIRS"
+    done
+  done
+}
+
+# Instructions per iteration: the client of each test under callgrind at two iteration
+# counts (server native on CPU 0, valgrind on CPU 1); report.py takes the difference.
+# The larger run's callgrind_annotate top functions go to raw/*.top.txt; every profile is
+# kept as raw/*.callgrind.out.gz (call counts of the verbs).
+run_callgrind() {
+  local have=1 rep t n args base out top reason
+  local TIMEOUT=$((TIMEOUT * 4)) # valgrind runs the client ~50x slower
+  perftest_ready || have=0
+  reason=$REASON
+  if ((have)) && ! command -v valgrind >/dev/null 2>&1; then have=0; reason="valgrind not installed"; fi
+  ((have)) && log "callgrind: clients of ${CALLGRIND_TESTS[*]} -s 8 at -n ${CALLGRIND_ITERS[*]}"
+  PAIR_ENV=(LD_LIBRARY_PATH="$LIB_DIR")
+  for rep in $(seq 0 $((REPEAT - 1))); do
+    for t in "${CALLGRIND_TESTS[@]}"; do
+      for n in "${CALLGRIND_ITERS[@]}"; do
+        if ((!have)); then record_error callgrind "ib_$t-n$n" 8 1 "$rep" "$reason"; continue; fi
+        base="callgrind-ib_$t-n$n-8-p1-r$rep"
+        out="$RAW/$base.callgrind.out"
+        args=(-d softrdma0 -x "$GID" -p @PORT@ -s 8 -n "$n" -F)
+        [[ $t == *_bw ]] && args+=(-N) # the peak-bandwidth pass is quadratic in -n
+        SERVER_CMD=("ib_$t" "${args[@]}")
+        CLIENT_CMD=(valgrind --tool=callgrind "--callgrind-out-file=$out" "ib_$t" "${args[@]}" 127.0.0.1)
+        rm -f -- "$out" "$out.gz"
+        run_pair callgrind "ib_$t-n$n" 8 1 "$rep"
+        [[ -s "$out" ]] || { rm -f -- "$out"; continue; }
+        if [[ $n == "${CALLGRIND_ITERS[-1]}" ]] && command -v callgrind_annotate >/dev/null 2>&1; then
+          top="$RAW/callgrind-ib_$t-8-p1-r$rep.top.txt"
+          {
+            echo "# ib_$t -s 8 -n $n, client under callgrind: top functions by self Ir"
+            callgrind_annotate --inclusive=no --auto=no "$out" 2>&1 | cg_top 12
+            echo
+            echo "# the same by inclusive Ir"
+            callgrind_annotate --inclusive=yes --auto=no "$out" 2>&1 | cg_top 12
+          } | sed "s|$ROOT|<repo>|g" >"$top"
+        fi
+        gzip -f "$out"
+      done
+    done
+  done
+}
+
+# cg_top N: the program total and the first N function lines of callgrind_annotate.
+cg_top() {
+  awk -v n="$1" '/PROGRAM TOTALS/ { print; next }
+    /file:function/ { f = 1; next }
+    f == 1 && /^-+$/ { f = 2; next }
+    f == 2 && NF && c < n { print; c++ }'
+}
+
 # ---------------------------------------------------------------- main
 log "softrdma bench: out $OUT, repeat $REPEAT$( ((QUICK)) && echo ', quick'), suites $ONLY"
 install_deps
@@ -426,7 +652,7 @@ build_softrdma
   echo "repeat: $REPEAT"
   echo "quick: $QUICK"
   echo "sizes: ${SIZES[*]}"
-  for p in perftest qperf ucx-utils python3-matplotlib; do
+  for p in perftest qperf ucx-utils python3-matplotlib valgrind; do
     echo "$p: $(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)"
   done
 } >"$OUT/meta.txt"
@@ -437,6 +663,8 @@ want perftest && run_perftest
 want ucx && run_ucx
 want tcp && run_tcp
 want idle && run_idle
+want scale && run_scale
+want callgrind && run_callgrind
 
 echo "load_end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
 log "writing the report"

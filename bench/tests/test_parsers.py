@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Self-test of bench/parsers.py and bench/report.py on outputs captured from real runs of
-perftest 4.5 (over softrdma), ucx_perftest 1.13 (UCX_TLS=posix,cma) and qperf 0.4.11 on
-this project's machines (bench/tests/samples). Runs no benchmark; ctest: bench.parsers.
+perftest 4.5 (over softrdma), ucx_perftest 1.13 (UCX_TLS=posix,cma), qperf 0.4.11,
+softrdma_bench_scale and valgrind 3.19's callgrind on this project's machines
+(bench/tests/samples; the callgrind_*.out profiles are trimmed to the lines the parser
+reads: the header, the lines that define a compressed function name, and the calls into
+softrdma's verbs with their callers). Runs no benchmark; ctest: bench.parsers.
 
     /usr/bin/python3 bench/tests/test_parsers.py
 """
 
+import gzip
 import json
 import os
 import shutil
@@ -131,6 +135,59 @@ class LimitsIdleTest(unittest.TestCase):
         self.assertAlmostEqual(row["cpu_pct"], 1.0)
 
 
+class ScaleTest(unittest.TestCase):
+    def test_scale_program(self):
+        text = sample("scale_wr1.jsonl") + sample("scale_wr1.jsonl") + sample("scale_error.jsonl")
+        results, errors, qps = parsers.parse_scale(text)
+        self.assertEqual(qps, {"wr1": 10000, "wr20000-1": 100})
+        unit, values = results[("wr1", "create_per_qp")]
+        self.assertEqual(unit, "us")
+        self.assertEqual(values, [6.18173, 6.18173])
+        self.assertEqual(results[("wr1", "rss_per_qp_created")], ("B", [1925.94, 1925.94]))
+        self.assertEqual(len(errors), 1)
+        self.assertEqual(errors[0][0], "wr20000-1")
+        self.assertIn("ibv_create_qp of the first QP", errors[0][1])
+        self.assertIn("Invalid argument", errors[0][1])
+
+    def test_perftest_duration_many_qps(self):
+        # ib_write_bw -q 64 -D 1: no peak (0.00), iterations of all QPs together.
+        (row,) = parsers.parse_perftest(sample("perftest_ib_write_bw_q64_duration_client.txt"))
+        self.assertEqual(row["size"], 8)
+        self.assertEqual(row["iterations"], 257600)
+        self.assertAlmostEqual(row["bw_Bps"], 1.97 * MIB)
+        self.assertAlmostEqual(row["msg_rate"], 257585)
+        text = sample("perftest_ib_write_bw_q64_duration_client.txt")
+        self.assertEqual(parsers.parse("qps", text, 8), [row])
+
+
+class CallgrindTest(unittest.TestCase):
+    def test_client(self):
+        (row,) = parsers.parse_callgrind(sample("callgrind_ib_send_lat_n2000_client.txt"), 8)
+        self.assertEqual(row, {"size": 8, "ir": 27987749, "iterations": 2000})
+        (row,) = parsers.parse("callgrind", sample("callgrind_ib_send_lat_n6000_client.txt"), 8)
+        self.assertEqual(row["ir"], 36092612)
+        # Only valgrind's "I refs" line (e.g. -q not given, "Collected" cut off).
+        (row,) = parsers.parse_callgrind("==1== I   refs:      1,234,567\n", 8)
+        self.assertEqual(row["ir"], 1234567)
+        with self.assertRaisesRegex(parsers.ParseError, "Couldn't post send"):
+            parsers.parse_callgrind(sample("perftest_ib_write_bw_error_client.txt"), 8)
+
+    def test_profile(self):
+        prof = parsers.parse_callgrind_profile(sample("callgrind_ib_send_lat_n6000.out"))
+        self.assertEqual(prof["total"], 36092612)
+        self.assertEqual(prof["calls"]["PostSend"], 6000)
+        self.assertEqual(prof["calls"]["PostRecv"], 6000)
+        self.assertEqual(prof["calls"]["PollCq"], 44656)
+        self.assertEqual(prof["inclusive"]["PostSend"], 6084140)
+        self.assertEqual(prof["inclusive"]["PollCq"], 15854175)
+        # Calls between softrdma's own functions are not counted: one QP, one device.
+        self.assertEqual(prof["calls"]["CreateQp"], 1)
+        self.assertEqual(prof["calls"]["OpenDevice"], 1)
+        prof2 = parsers.parse_callgrind_profile(sample("callgrind_ib_send_lat_n2000.out"))
+        self.assertEqual(prof2["calls"]["PostSend"], 2000)
+        self.assertEqual(parsers.parse_callgrind_profile("")["calls"], {})
+
+
 class ReportTest(unittest.TestCase):
     """report.py end to end on a results directory assembled from the samples."""
 
@@ -144,14 +201,41 @@ class ReportTest(unittest.TestCase):
                 ("ucx", "tag_lat", 8, 0, 1, 0, "ucx_tag_lat_8_table.txt"),
                 ("ucx", "tag_bw", 65536, 0, 0, 0, "ucx_tag_bw_1m_csv.txt"),
                 ("tcp", "tcp_lat", 8, 0, 0, 0, "qperf_tcp_lat_8.txt"),
-                ("idle", "idle_cpu", 0, 0, 0, 0, "idle.txt")]
+                ("idle", "idle_cpu", 0, 0, 0, 0, "idle.txt"),
+                ("qps", "ib_write_bw-q64", 8, 0, 0, 0,
+                 "perftest_ib_write_bw_q64_duration_client.txt"),
+                ("qps", "ib_write_bw-q1", 8, 0, 0, 0,
+                 "perftest_ib_write_bw_q64_duration_client.txt"),
+                ("pairs", "ib_write_bw-pair0", 8, 0, 0, 0,
+                 "perftest_ib_write_bw_q64_duration_client.txt"),
+                ("pairs", "ib_write_bw-pair1", 8, 0, 0, 0,
+                 "perftest_ib_write_bw_q64_duration_client.txt"),
+                ("pairs", "ib_write_bw-pair0", 8, 0, 1, 0,
+                 "perftest_ib_write_bw_q64_duration_client.txt"),
+                ("pairs", "ib_write_bw-pair1", 8, 0, 1, 1,
+                 "perftest_ib_write_bw_error_client.txt"),
+                ("callgrind", "ib_send_lat-n2000", 8, 1, 0, 0,
+                 "callgrind_ib_send_lat_n2000_client.txt"),
+                ("callgrind", "ib_send_lat-n6000", 8, 1, 0, 0,
+                 "callgrind_ib_send_lat_n6000_client.txt")]
         with open(os.path.join(self.dir, "runs.tsv"), "w") as f:
             f.write("suite\ttest\tsize\tpinned\trep\trc\tclient\tserver\tcmd\n")
             for suite, test, size, pinned, rep, rc, name in rows:
-                shutil.copy(os.path.join(SAMPLES, name), os.path.join(self.dir, "raw", name))
+                # One file per row, named as run.sh names them.
+                raw = "%s-%s-%d-p%d-r%d.client.txt" % (suite, test, size, pinned, rep)
+                shutil.copy(os.path.join(SAMPLES, name), os.path.join(self.dir, "raw", raw))
                 f.write("%s\t%s\t%d\t%d\t%d\t%d\traw/%s\t\tcmd\n" % (suite, test, size, pinned,
-                                                                    rep, rc, name))
+                                                                    rep, rc, raw))
+        for n in (2000, 6000):
+            with open(os.path.join(SAMPLES, "callgrind_ib_send_lat_n%d.out" % n), "rb") as src, \
+                    gzip.open(os.path.join(self.dir, "raw", "callgrind-ib_send_lat-n%d-8-p1-r0"
+                                           ".callgrind.out.gz" % n), "wb") as dst:
+                dst.write(src.read())
+        with open(os.path.join(self.dir, "raw", "callgrind-ib_send_lat-8-p1-r0.top.txt"), "w") as f:
+            f.write("top\n")
         shutil.copy(os.path.join(SAMPLES, "limits.jsonl"), self.dir)
+        with open(os.path.join(self.dir, "scale.jsonl"), "w") as f:
+            f.write(sample("scale_wr1.jsonl") + sample("scale_error.jsonl"))
         with open(os.path.join(self.dir, "meta.txt"), "w") as f:
             f.write("date: test\nrepeat: 1\nquick: 1\n")
 
@@ -180,6 +264,8 @@ class ReportTest(unittest.TestCase):
         self.assertIn("## Targets", md)
         self.assertIn("**PASS**", md)
         self.assertIn("| perftest | ib_write_bw | 1 MiB | no | 0 | exit code 1", md)
+        self.check_scale(md, agg)
+        self.check_callgrind(md, agg)
         try:
             import matplotlib  # noqa: F401
         except ImportError:
@@ -188,6 +274,35 @@ class ReportTest(unittest.TestCase):
         for png in ("latency.png", "bandwidth.png"):
             with open(os.path.join(self.dir, png), "rb") as f:
                 self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def check_scale(self, md, agg):
+        self.assertIn("## Scale", md)
+        self.assertIn("| `ibv_create_qp`, mean per QP | µs | 6.18 | – |", md)
+        self.assertIn("| resident memory per QP, created (VmRSS growth / QPs) | B | 1926 | – |",
+                      md)
+        self.assertIn("**wr20000-1 failed:** ibv_create_qp of the first QP", md)
+        self.assertIn("| scale | wr20000-1 | 0 B | no |  | ibv_create_qp of the first QP", md)
+        # -q 64 and -q 1 from the same sample: ratio 1.
+        self.assertIn("| 8 B | 2.07 | 2.07 | 1.00× | 258 | 258 |", md)
+        # Two pairs; repetition 1 lost pair 1, so the aggregate is repetition 0's sum only.
+        self.assertIn("| 8 B | 2.07 [2.07–2.07] | 2.07 | 4.13 | 2.07 | 2.00× |", md)
+        (pa,) = agg["pairs_aggregate"]
+        self.assertEqual(pa["pairs"], 2)
+        self.assertEqual(pa["bw_Bps"]["n"], 1)
+        self.assertAlmostEqual(pa["bw_Bps"]["median"], 2 * 1.97 * MIB)
+        fig = {(x["config"], x["figure"]): x for x in agg["scale"]}
+        self.assertEqual(fig[("wr1", "create_per_qp")]["qps"], 10000)
+
+    def check_callgrind(self, md, agg):
+        self.assertIn("## Instructions per operation", md)
+        (cg,) = agg["callgrind"]
+        self.assertEqual(cg["test"], "ib_send_lat")
+        self.assertEqual(cg["iters"], [2000, 6000])
+        self.assertAlmostEqual(cg["ir_per_iteration"]["median"], (36092612 - 27987749) / 4000.0)
+        self.assertAlmostEqual(cg["ir_per_call"]["PostSend"]["median"], 6084140 / 6000.0)
+        self.assertAlmostEqual(cg["calls_per_iteration"]["PollCq"]["median"], 44656 / 6000.0)
+        self.assertIn("| `ib_send_lat -s 8` | 2000 / 6000 | 2026 |", md)
+        self.assertIn("[r0](raw/callgrind-ib_send_lat-8-p1-r0.top.txt)", md)
 
 
 if __name__ == "__main__":
