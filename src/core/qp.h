@@ -113,6 +113,7 @@ class Qp {
   ibv_qp_type type = IBV_QPT_RC;
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
+  uint32_t live_index = 0;  // position in the engine's list of QPs (its map lock)
 
   // The ibv_wr_* batch state (core/verbs_qp_ex.cpp); set only for QPs
   // created through ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.

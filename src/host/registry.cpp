@@ -135,8 +135,11 @@ Registry::~Registry() {
 bool Registry::EntryAlive(uint32_t slot, uint64_t owner_word) const {
   pid_t pid = OwnerPid(owner_word);
   if (pid == 0) return false;
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
   uint64_t recorded = layout_->procs[slot].start_time.load(std::memory_order_acquire);
+  // Ourselves: alive, without a system call and a read of /proc (this is on
+  // every connect to a QP of our own process).
+  if (pid == SelfPid() && self_start_time_ != 0 && recorded == self_start_time_) return true;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
   ProcStat st = ReadProcStat(pid);
   if (st.start_time == 0 || st.zombie) return false;
   // 0 = the owner has not recorded it yet: it is alive and attaching.
@@ -156,6 +159,7 @@ Status Registry::AttachProcess(ProcRef* me, void (*on_reclaim)(ProcRef dead)) {
     // clear it first, CAS, then publish ours.
     if (!e.owner.compare_exchange_strong(w, claimed, std::memory_order_acq_rel)) continue;
     e.start_time.store(start ? start : 1, std::memory_order_release);
+    self_start_time_ = start ? start : 1;
     if (reclaim && on_reclaim) on_reclaim(ProcRef{i, OwnerGen(w)});
     *me = ProcRef{i, OwnerGen(claimed)};
     return Status::Ok();

@@ -79,6 +79,7 @@ class Registry {
   struct Layout;
   bool EntryAlive(uint32_t slot, uint64_t owner_word) const;
   Layout* layout_ = nullptr;
+  uint64_t self_start_time_ = 0;  // recorded by AttachProcess: our own entries are alive
   size_t bytes_ = 0;
 };
 

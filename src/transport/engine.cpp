@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "transport/transport.h"
 #include "util/clock.h"
 #include "util/config.h"
@@ -160,10 +161,17 @@ void Engine::Shutdown() {
 }
 
 Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {
+  {
+    // max_qp, as the device reports it (the QPN table is host-wide).
+    std::shared_lock<std::shared_mutex> lock(qp_map_mutex_);
+    if (live_qps_.size() >= static_cast<size_t>(limits::kMaxQp))
+      return Status::Error(ENOMEM, "max_qp QPs exist already in this process");
+  }
   Status s = registry_.AllocQpn(me_, qpn);
   if (!s.ok()) return s;
   std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
   qp_by_qpn_[*qpn] = qp;
+  qp->live_index = static_cast<uint32_t>(live_qps_.size());
   live_qps_.push_back(qp);
   return Status::Ok();
 }
@@ -173,7 +181,12 @@ void Engine::UnregisterQp(Qp* qp) {
   {
     std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
     if (qpn < qp_by_qpn_.size() && qp_by_qpn_[qpn] == qp) qp_by_qpn_[qpn] = nullptr;
-    std::erase(live_qps_, qp);
+    // Swap with the last: destroying many QPs stays linear overall.
+    if (qp->live_index < live_qps_.size() && live_qps_[qp->live_index] == qp) {
+      live_qps_[qp->live_index] = live_qps_.back();
+      live_qps_[qp->live_index]->live_index = qp->live_index;
+      live_qps_.pop_back();
+    }
     // The ring consumer may be between batches: make sure it forgets us.
     std::erase(ack_list_, qp);
     std::lock_guard<SpinLock> slock(service_lock_);
@@ -184,7 +197,15 @@ void Engine::UnregisterQp(Qp* qp) {
 
 std::shared_ptr<PeerLink> Engine::ResolveQpn(uint32_t qpn) {
   ProcRef owner;
-  if (!registry_.LookupQpn(qpn, &owner)) return nullptr;
+  if (!registry_.QpnOwner(qpn, &owner)) return nullptr;
+  {
+    // A process we are linked to was alive when we linked: connecting more
+    // QPs to it needs no new liveness check (kill + /proc read, ~10 us).
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    auto it = peers_.find(owner.slot);
+    if (it != peers_.end() && it->second->ref == owner) return it->second;
+  }
+  if (registry_.LivePid(owner) == 0) return nullptr;
   return Peer(owner);
 }
 

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <vector>
 
 #include "verbs_fixture.h"
@@ -60,6 +61,42 @@ TEST_F(DeviceTest, QueryDeviceReportsRealLimits) {
   ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &ax), 0);  // through verbs_context
   EXPECT_EQ(ax.orig_attr.max_qp, a.max_qp);
   EXPECT_EQ(ax.phys_port_cnt_ex, 1u);
+}
+
+// max_qp is a limit, not a hint: QP max_qp + 1 fails with ENOMEM (and
+// destroying them all is quick: no per-QP scan of every other QP).
+TEST_F(DeviceTest, MaxQpIsEnforced) {
+  ibv_device_attr a{};
+  ASSERT_EQ(ibv_query_device(ctx, &a), 0);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ASSERT_TRUE(pd && cq);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {1, 1, 1, 1, 0};
+  std::vector<ibv_qp*> qps;
+  qps.reserve(static_cast<size_t>(a.max_qp));
+  for (int i = 0; i < a.max_qp; ++i) {
+    ibv_qp* qp = ibv_create_qp(pd, &init);
+    if (!qp) break;
+    qps.push_back(qp);
+  }
+  EXPECT_EQ(qps.size(), static_cast<size_t>(a.max_qp));
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(pd, &init), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  ASSERT_FALSE(qps.empty());
+  ASSERT_EQ(ibv_destroy_qp(qps.back()), 0);  // one free again: one more fits
+  qps.back() = ibv_create_qp(pd, &init);
+  EXPECT_NE(qps.back(), nullptr);
+  for (ibv_qp* qp : qps) {
+    if (qp) {
+      EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    }
+  }
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
 TEST_F(DeviceTest, PortIsActiveEthernet) {
