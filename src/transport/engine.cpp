@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -42,18 +43,24 @@ struct SegmentHeader {
 };
 
 std::mutex g_engine_mutex;
-Engine* g_engine = nullptr;
+
+// Waiting for the ring's consumer lock, which is only ever held for one
+// drain: spin briefly, then yield (two threads may share one core).
+void Backoff(int spins) {
+  if (spins > 64)
+    sched_yield();
+  else
+    __builtin_ia32_pause();
+}
 
 }  // namespace
 
 void EngineAtExit();
 void EngineAfterFork();
 
-Engine* Engine::Get(Status* err) {
-  Engine* e = __atomic_load_n(&g_engine, __ATOMIC_ACQUIRE);
-  if (e) return e;
+Engine* Engine::Create(Status* err) {
   std::lock_guard<std::mutex> lock(g_engine_mutex);
-  if (g_engine) return g_engine;
+  if (Engine* e = current_.load(std::memory_order_acquire)) return e;
   static bool hooks_installed = false;
   if (!hooks_installed) {
     hooks_installed = true;
@@ -68,20 +75,21 @@ Engine* Engine::Get(Status* err) {
     delete engine;
     return nullptr;
   }
-  __atomic_store_n(&g_engine, engine, __ATOMIC_RELEASE);
+  current_.store(engine, std::memory_order_release);
   return engine;
 }
 
 void EngineAtExit() {
   std::lock_guard<std::mutex> lock(g_engine_mutex);
-  if (g_engine && g_engine->owner_pid_ == getpid()) g_engine->Shutdown();
+  Engine* e = Engine::current_.load(std::memory_order_acquire);
+  if (e && e->owner_pid_ == getpid()) e->Shutdown();
 }
 
 // The child of a fork gets a copy of the parent's memory but none of its
 // threads, and must not touch the parent's segment: it starts afresh (with
 // its own registry slot) the next time it uses a device.
 void EngineAfterFork() {
-  g_engine = nullptr;
+  Engine::current_.store(nullptr, std::memory_order_relaxed);
 }
 
 void Engine::OnReclaim(ProcRef dead) {
@@ -129,7 +137,7 @@ Status Engine::Init() {
   hdr->version = kSegmentVersion;
   __atomic_store_n(&hdr->magic, kSegmentMagic, __ATOMIC_RELEASE);
 
-  qp_by_qpn_.assign(kQpnTableSize, nullptr);
+  qp_by_qpn_.reset(new std::atomic<Qp*>[kQpnTableSize]());
   thread_ = std::thread([this] { ThreadMain(); });
   SOFTRDMA_LOG(kInfo, "attached as process slot %u gen %u, segment %s", me_.slot, me_.gen,
                name.c_str());
@@ -154,7 +162,7 @@ Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {
   Status s = registry_.AllocQpn(me_, qpn);
   if (!s.ok()) return s;
   std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
-  qp_by_qpn_[*qpn] = qp;
+  qp_by_qpn_[*qpn].store(qp, std::memory_order_release);
   live_qps_.push_back(qp);
   return Status::Ok();
 }
@@ -163,13 +171,18 @@ void Engine::UnregisterQp(Qp* qp) {
   uint32_t qpn = qp->verbs()->qp_num;
   {
     std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
-    if (qpn < qp_by_qpn_.size() && qp_by_qpn_[qpn] == qp) qp_by_qpn_[qpn] = nullptr;
+    if (qpn < kQpnTableSize && qp_by_qpn_[qpn].load(std::memory_order_relaxed) == qp)
+      qp_by_qpn_[qpn].store(nullptr, std::memory_order_release);
     std::erase(live_qps_, qp);
-    // The ring consumer may be between batches: make sure it forgets us.
-    std::erase(ack_list_, qp);
     std::lock_guard<SpinLock> slock(service_lock_);
     std::erase(service_list_, qp);
   }
+  // A drain dispatches under the ring's consumer lock and takes no other
+  // lock that we hold. Once we have held the consumer lock after clearing
+  // the entry, no drain can still use the QP, and the ACK list forgets it.
+  for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
+  std::erase(ack_list_, qp);
+  ring_->UnlockConsumer();
   registry_.FreeQpn(me_, qpn);
 }
 
@@ -231,13 +244,14 @@ bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* 
   return true;
 }
 
-void Engine::Progress() {
-  app_polls_.store(app_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+void Engine::CountPollAfterArm() {
   // An application that armed a CQ polls a few times to drain it and then
   // blocks; only a long run of polls without arming means it busy-polls.
-  if (app_may_block_.load(std::memory_order_relaxed) &&
-      ++polls_since_arm_ > kPollsBeforeBusyPolling)
+  if (++polls_since_arm_ > kPollsBeforeBusyPolling)
     app_may_block_.store(false, std::memory_order_relaxed);
+}
+
+void Engine::ProgressSlow() {
   DrainRing();
   if (service_pending_.load(std::memory_order_relaxed)) {
     uint64_t next = 0;
@@ -246,19 +260,13 @@ void Engine::Progress() {
 }
 
 bool Engine::DrainRing() {
-  if (ring_->Head() == shm::Ring::HeadState::kEmpty) return false;
+  if (ring_->HeadEmpty()) return false;
   if (!ring_->TryLockConsumer()) return false;
-  int n = 0;
-  {
-    std::shared_lock<std::shared_mutex> lock(qp_map_mutex_);
-    shm::RecordView view;
-    while (n < kDrainBatch && ring_->Peek(&view)) {
-      Dispatch(view);
-      ring_->Release(view);
-      ++n;
-    }
-    FlushAcks();
-  }
+  // No QP map lock: see qp_by_qpn_. The consumer position is published once
+  // per batch, so producers' space checks see one store, not one per record.
+  const size_t n =
+      ring_->ConsumeBatch(kDrainBatch, [this](const shm::RecordView& view) { Dispatch(view); });
+  FlushAcks();
   ring_->UnlockConsumer();
   return n > 0;
 }
@@ -267,7 +275,8 @@ void Engine::Dispatch(const shm::RecordView& view) {
   wire::RecordHeader hdr;
   if (view.size() < sizeof hdr) return;  // malformed: drop
   view.CopyOut(0, &hdr, sizeof hdr);
-  Qp* qp = hdr.dst_qpn < qp_by_qpn_.size() ? qp_by_qpn_[hdr.dst_qpn] : nullptr;
+  Qp* qp = hdr.dst_qpn < kQpnTableSize ? qp_by_qpn_[hdr.dst_qpn].load(std::memory_order_acquire)
+                                       : nullptr;
   if (!qp) {
     if (wire::IsRequest(hdr.type)) {
       // No such QP here. A NIC would drop the packet and let the requester

@@ -54,6 +54,8 @@ constexpr uint64_t TagOfLap(uint64_t lap) {
 }
 
 static_assert(Ring::kMaxRecordSlots <= kSlotsMask);
+static_assert(Word(12345, 0, 0, kFree) == Ring::FreeWordOfLap(12345));
+static_assert(Word(~0ull, 0, 0, kFree) == Ring::FreeWordOfLap(~0ull));
 static_assert(Slots(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 4095);
 static_assert(Pid(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 0x3fffff);
 
@@ -184,11 +186,6 @@ Ring* Ring::Attach(void* region, size_t bytes) {
     return nullptr;
   }
   return r;
-}
-
-std::atomic<uint64_t>* Ring::seq_words() const {
-  auto* base = reinterpret_cast<std::byte*>(const_cast<Ring*>(this));
-  return std::launder(reinterpret_cast<std::atomic<uint64_t>*>(base + sizeof(Ring)));
 }
 
 std::byte* Ring::data() const {

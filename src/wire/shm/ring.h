@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <span>
 
 namespace softrdma::shm {
@@ -112,6 +113,9 @@ class alignas(kCacheLine) Ring {
   static Ring* Attach(void* region, size_t bytes);
 
   uint32_t slot_count() const { return slot_count_; }
+  // The seq word of a free slot in `lap` (see the layout above: tag only).
+  static constexpr int kSeqTagShift = 36;
+  static constexpr uint64_t FreeWordOfLap(uint64_t lap) { return lap << kSeqTagShift; }
   // Largest payload one record can carry.
   uint32_t MaxPayload() const;
   static uint32_t SlotsFor(uint32_t payload_bytes) {
@@ -171,6 +175,14 @@ class alignas(kCacheLine) Ring {
   // timeout), or a record ready to Peek.
   enum class HeadState { kEmpty, kPending, kReady };
   HeadState Head() const;
+  // Head() == kEmpty, inline for the busy-poll loop: two loads, the second
+  // being the one line a producer writes to announce a record. A corrupt
+  // head word reads as "not empty", and Head()/Peek then sort it out.
+  bool HeadEmpty() const {
+    const uint64_t c = consume_pos_.load(std::memory_order_acquire);
+    // seq_cst as in Head(): the consumer's half of the wake-up handshake.
+    return seq(c).load(std::memory_order_seq_cst) == FreeWordOfLap(Lap(c));
+  }
   // Wakes a sleeping consumer without producing (shutdown, local kicks).
   void Wake();
   uint64_t dead_records_skipped() const { return dead_skips_.load(std::memory_order_relaxed); }
@@ -179,7 +191,11 @@ class alignas(kCacheLine) Ring {
  private:
   Ring(uint32_t slot_count, size_t region_bytes);
 
-  std::atomic<uint64_t>* seq_words() const;
+  // The seq array follows the header (inline: the busy-poll path reads it).
+  std::atomic<uint64_t>* seq_words() const {
+    auto* base = reinterpret_cast<std::byte*>(const_cast<Ring*>(this));
+    return std::launder(reinterpret_cast<std::atomic<uint64_t>*>(base + sizeof(Ring)));
+  }
   std::atomic<uint64_t>& seq(uint64_t pos) const { return seq_words()[pos & (slot_count_ - 1)]; }
   std::byte* data() const;
   uint64_t Lap(uint64_t pos) const { return pos >> slot_shift_; }
