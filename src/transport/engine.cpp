@@ -371,6 +371,33 @@ void Engine::ApplicationMayBlock() {
   }
 }
 
+// The application is polling and drains the ring itself: stay out of its
+// way (do not take the consumer lock for nothing: a thread preempted while
+// holding it would stall every poll), let producers skip the wake-up system
+// call, and look in once a tick for the retransmit timers. Returns when the
+// application stopped polling, may block, or leaves a record undrained
+// (it polls a CQ now and then but waits for something else, e.g. memory
+// written by a two-copy RDMA WRITE).
+void Engine::WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_check) {
+  thread_state_.store(kAppPolling, std::memory_order_relaxed);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    *seen_polls = app_polls_.load(std::memory_order_relaxed);
+    uint32_t k = kick_word_.load(std::memory_order_acquire);
+    if (app_may_block_.load(std::memory_order_seq_cst)) break;
+    FutexWaitPrivate(&kick_word_, k, kAppPollingTickNs);
+    if (app_may_block_.load(std::memory_order_seq_cst)) break;
+    const uint64_t now = NowNs();
+    if (now - *last_timer_check >= kTimerTickNs) {
+      uint64_t next_deadline = 0;  // deadlines matter again once we sleep
+      CheckTimers(now, &next_deadline);
+      *last_timer_check = now;
+    }
+    if (app_polls_.load(std::memory_order_relaxed) == *seen_polls) break;  // it stopped
+    if (!ring_->HeadEmpty()) break;
+  }
+  thread_state_.store(kRunning, std::memory_order_relaxed);
+}
+
 void Engine::ThreadMain() {
   uint64_t seen_polls = app_polls_.load(std::memory_order_relaxed);
   uint64_t last_timer_check = 0;
@@ -390,14 +417,7 @@ void Engine::ThreadMain() {
 
     uint64_t polls = app_polls_.load(std::memory_order_relaxed);
     if (polls != seen_polls && !app_may_block_.load(std::memory_order_seq_cst)) {
-      // The application is polling and drains the ring itself: stay out of
-      // its way, and let producers skip the wake-up system call.
-      seen_polls = polls;
-      thread_state_.store(kAppPolling, std::memory_order_relaxed);
-      uint32_t k = kick_word_.load(std::memory_order_acquire);
-      if (!app_may_block_.load(std::memory_order_seq_cst))
-        FutexWaitPrivate(&kick_word_, k, kAppPollingTickNs);
-      thread_state_.store(kRunning, std::memory_order_relaxed);
+      WatchPollingApplication(&seen_polls, &last_timer_check);
       continue;
     }
 

@@ -118,6 +118,7 @@ class Engine {
   bool ServiceQps(uint64_t now, uint64_t* next_deadline);
   bool CheckTimers(uint64_t now, uint64_t* next_deadline);
   void ThreadMain();
+  void WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_check);
   static void OnReclaim(ProcRef dead);
   friend void EngineAtExit();
   friend void EngineAfterFork();
