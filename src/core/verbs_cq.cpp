@@ -88,8 +88,11 @@ namespace {
   if (num_entries < 0 || (num_entries > 0 && !wc)) return -1;
   // Polling is what drives progress for a busy application: look at the
   // inbound ring first, then hand out what is there.
-  if (Engine* engine = Engine::Get(nullptr)) engine->Progress();
-  return Cq::From(ibcq)->Poll(num_entries, wc);
+  Engine* engine = Engine::Get(nullptr);
+  if (engine) engine->Progress();
+  const int n = Cq::From(ibcq)->Poll(num_entries, wc);
+  if (n == 0 && engine) engine->PollFoundNothing();
+  return n;
 }
 
 }  // namespace

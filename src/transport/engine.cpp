@@ -1,5 +1,6 @@
 #include "transport/engine.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,10 +20,15 @@ namespace softrdma {
 namespace {
 
 constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
-constexpr uint32_t kSegmentVersion = 1;
+// 2: request records may carry a piggybacked ACK (wire::kFlagAck), which a
+// version 1 peer would ignore; such peers must not talk to each other.
+constexpr uint32_t kSegmentVersion = 2;
 constexpr size_t kHeaderBytes = 4096;
 // While the application polls, the progress thread only looks in this often.
 constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
+// ... and this long again when ACKs are held back, to see whether it still
+// polls (a busy-polling application polls every few tens of nanoseconds).
+constexpr uint64_t kAppStillPollingNs = 50000;  // 50 us
 // Period of the retransmit-timer check while sends are outstanding.
 constexpr uint64_t kTimerTickNs = 5000000;  // 5 ms
 constexpr int kDrainBatch = 64;
@@ -154,6 +160,11 @@ void Engine::Shutdown() {
     ring_->Wake();
     thread_.join();
   }
+  // ACKs still held back are owed to peers that may be waiting for them.
+  if (ring_->TryLockConsumer()) {
+    FlushAcks();
+    ring_->UnlockConsumer();
+  }
   shm::ShmRegion::Unlink(Registry::ProcSegmentName(me_));
   registry_.DetachProcess(me_);
 }
@@ -179,9 +190,15 @@ void Engine::UnregisterQp(Qp* qp) {
   }
   // A drain dispatches under the ring's consumer lock and takes no other
   // lock that we hold. Once we have held the consumer lock after clearing
-  // the entry, no drain can still use the QP, and the ACK list forgets it.
+  // the entry, no drain can still use the QP; the ACK list (kept across
+  // drains) must forget it too.
   for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
-  std::erase(ack_list_, qp);
+  if (std::find(ack_list_.begin(), ack_list_.end(), qp) != ack_list_.end()) {
+    // An ACK held back for it is still owed: a NIC would have sent it.
+    std::lock_guard<SpinLock> qlock(qp->lock);
+    if (qp->ack_pending) transport::SendAck(*this, *qp);
+    std::erase(ack_list_, qp);
+  }
   ring_->UnlockConsumer();
   registry_.FreeQpn(me_, qpn);
 }
@@ -252,23 +269,54 @@ void Engine::CountPollAfterArm() {
 }
 
 void Engine::ProgressSlow() {
-  DrainRing();
+  DrainRing(/*by_app=*/true);
   if (service_pending_.load(std::memory_order_relaxed)) {
     uint64_t next = 0;
     ServiceQps(NowNs(), &next);
   }
 }
 
-bool Engine::DrainRing() {
+bool Engine::DrainRing(bool by_app) {
   if (ring_->HeadEmpty()) return false;
   if (!ring_->TryLockConsumer()) return false;
+  // ACKs an earlier drain held back go first (a stream of requests keeps
+  // its ACKs flowing); most were carried by a request meanwhile.
+  if (acks_deferred_.load(std::memory_order_relaxed)) {
+    acks_deferred_.store(false, std::memory_order_relaxed);
+    FlushAcks();
+  }
   // No QP map lock: see qp_by_qpn_. The consumer position is published once
   // per batch, so producers' space checks see one store, not one per record.
   const size_t n =
       ring_->ConsumeBatch(kDrainBatch, [this](const shm::RecordView& view) { Dispatch(view); });
-  FlushAcks();
+  // The application's own drain may keep this batch's ACKs for its next
+  // request (responder.cpp, "Deferred ACKs").
+  if (!ack_list_.empty() && (!by_app || n == 0 || !DeferAcks())) FlushAcks();
   ring_->UnlockConsumer();
   return n > 0;
+}
+
+bool Engine::FlushDeferredAcks() {
+  // seq_cst: the progress thread's half of the handshake in DeferAcks.
+  if (!acks_deferred_.load(std::memory_order_seq_cst)) return true;
+  if (!ring_->TryLockConsumer()) return false;
+  acks_deferred_.store(false, std::memory_order_relaxed);
+  FlushAcks();
+  ring_->UnlockConsumer();
+  return true;
+}
+
+// Called by the application's drain, holding the consumer lock. Deferring is
+// allowed only while the progress thread runs or watches a polling
+// application (it then looks in within about a tick and flushes); it checks
+// acks_deferred_ after announcing any other sleep (ThreadMain). The seq_cst
+// pair makes sure one of us sees the other.
+bool Engine::DeferAcks() {
+  acks_deferred_.store(true, std::memory_order_seq_cst);
+  const uint32_t state = thread_state_.load(std::memory_order_seq_cst);
+  if (state == kRunning || state == kAppPolling) return true;
+  acks_deferred_.store(false, std::memory_order_relaxed);
+  return false;
 }
 
 void Engine::Dispatch(const shm::RecordView& view) {
@@ -288,6 +336,7 @@ void Engine::Dispatch(const shm::RecordView& view) {
   }
   std::lock_guard<SpinLock> lock(qp->lock);
   if (wire::IsRequest(hdr.type)) {
+    if (hdr.flags & wire::kFlagAck) transport::OnPiggybackedAck(*this, *qp, hdr);
     if (transport::OnRequest(*this, *qp, hdr, view) && !qp->ack_pending) {
       qp->ack_pending = true;
       ack_list_.push_back(qp);
@@ -304,6 +353,8 @@ void Engine::Dispatch(const shm::RecordView& view) {
 void Engine::FlushAcks() {
   for (Qp* qp : ack_list_) {
     std::lock_guard<SpinLock> lock(qp->lock);
+    // Already carried by a request (PiggybackAck) or dropped by a reset.
+    if (!qp->ack_pending) continue;
     if (!transport::SendAck(*this, *qp)) NeedService(qp);  // requester's ring full
   }
   ack_list_.clear();
@@ -380,11 +431,12 @@ void Engine::ApplicationMayBlock() {
 // written by a two-copy RDMA WRITE).
 void Engine::WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_check) {
   thread_state_.store(kAppPolling, std::memory_order_relaxed);
+  uint64_t tick = kAppPollingTickNs;
   while (!stop_.load(std::memory_order_relaxed)) {
     *seen_polls = app_polls_.load(std::memory_order_relaxed);
     uint32_t k = kick_word_.load(std::memory_order_acquire);
     if (app_may_block_.load(std::memory_order_seq_cst)) break;
-    FutexWaitPrivate(&kick_word_, k, kAppPollingTickNs);
+    FutexWaitPrivate(&kick_word_, k, tick);
     if (app_may_block_.load(std::memory_order_seq_cst)) break;
     const uint64_t now = NowNs();
     if (now - *last_timer_check >= kTimerTickNs) {
@@ -394,6 +446,12 @@ void Engine::WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_
     }
     if (app_polls_.load(std::memory_order_relaxed) == *seen_polls) break;  // it stopped
     if (!ring_->HeadEmpty()) break;
+    // ACKs held back for a reply (DeferAcks) may wait for an application
+    // that polled during the last tick but stopped since: a second, short
+    // look tells, so that they wait about one tick at most.
+    tick = acks_deferred_.load(std::memory_order_relaxed) && tick == kAppPollingTickNs
+               ? kAppStillPollingNs
+               : kAppPollingTickNs;
   }
   thread_state_.store(kRunning, std::memory_order_relaxed);
 }
@@ -404,7 +462,10 @@ void Engine::ThreadMain() {
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t now = NowNs();
     uint64_t next_deadline = 0;
-    bool did = DrainRing();
+    bool did = DrainRing(/*by_app=*/false);
+    // ACKs an application's drain held back: at the latest about one tick
+    // after the application stopped polling (see DeferAcks).
+    FlushDeferredAcks();
     if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, &next_deadline);
     bool timers_live = false;
     if (now - last_timer_check >= kTimerTickNs || did) {
@@ -432,6 +493,11 @@ void Engine::ThreadMain() {
     if (service_pending_.load(std::memory_order_acquire) && (!timeout || timeout > kBlockedRetryNs))
       timeout = kBlockedRetryNs;
     thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
+    // An application drain may have held ACKs back before it could see
+    // that we sleep (DeferAcks): they must not wait for our wake-up. Its
+    // holder releases the consumer lock soon, and drains after our store
+    // above no longer defer.
+    for (int spins = 0; !FlushDeferredAcks(); ++spins) Backoff(spins);
     if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
       // Sends were posted since we last looked: watch their timers.
       thread_state_.store(kRunning, std::memory_order_relaxed);

@@ -61,10 +61,18 @@ class Engine {
   ProcRef me() const { return me_; }
   Registry& registry() { return registry_; }
   MrTable& mr_table() { return *mr_table_; }
+  // This process's inbound ring (tests count the records it received).
+  const shm::Ring& inbound_ring() const { return *ring_; }
   uint32_t NewPdId() { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
 
   Status RegisterQp(Qp* qp, uint32_t* qpn);
   void UnregisterQp(Qp* qp);
+
+  // The QP of this process with number `qpn`, or nullptr. Only stable for
+  // the ring consumer and for holders of that QP's lock.
+  Qp* LocalQp(uint32_t qpn) const {
+    return qpn < kQpnTableSize ? qp_by_qpn_[qpn].load(std::memory_order_acquire) : nullptr;
+  }
 
   // Maps the process that owns `qpn`; nullptr if no live process owns it.
   std::shared_ptr<PeerLink> ResolveQpn(uint32_t qpn);
@@ -80,10 +88,17 @@ class Engine {
     if (!ring_->HeadEmpty() || service_pending_.load(std::memory_order_relaxed)) ProgressSlow();
   }
   // Progress() would do nothing but count the poll: nothing at the ring's
-  // head, no deferred work, no armed CQ to account for. Loads only.
+  // head, no deferred work or ACKs held back, no armed CQ to account for.
+  // Loads only.
   bool NothingToDrive() const {
     return !app_may_block_.load(std::memory_order_relaxed) &&
-           !service_pending_.load(std::memory_order_relaxed) && ring_->HeadEmpty();
+           !service_pending_.load(std::memory_order_relaxed) &&
+           !acks_deferred_.load(std::memory_order_relaxed) && ring_->HeadEmpty();
+  }
+  // Called when a poll found nothing to return: the application waits
+  // rather than answers, so ACKs held back for its reply go now.
+  void PollFoundNothing() {
+    if (acks_deferred_.load(std::memory_order_relaxed)) FlushDeferredAcks();
   }
   // The progress thread watches this change to know that the application
   // polls. A plain increment: nobody needs it exact.
@@ -112,9 +127,14 @@ class Engine {
   void ProgressSlow();
   Status Init();
   void Shutdown();
-  bool DrainRing();
+  // `by_app`: drained from a verbs call, which may defer ACKs (DeferAcks).
+  bool DrainRing(bool by_app);
   void Dispatch(const shm::RecordView& view);
   void FlushAcks();
+  bool DeferAcks();
+  // Sends the ACKs a drain held back. false if the ring's consumer lock was
+  // busy (its holder sends them at the end of its drain, or defers anew).
+  bool FlushDeferredAcks();
   bool ServiceQps(uint64_t now, uint64_t* next_deadline);
   bool CheckTimers(uint64_t now, uint64_t* next_deadline);
   void ThreadMain();
@@ -143,6 +163,10 @@ class Engine {
   std::shared_mutex qp_map_mutex_;
   std::vector<Qp*> live_qps_;  // the same QPs, for the timer scan
   std::vector<Qp*> ack_list_;  // QPs with an ACK to send (under the ring's consumer lock)
+  // ack_list_ holds ACKs a drain by the application left for later
+  // (transport/responder.cpp, "Deferred ACKs"); the next drain, or the
+  // progress thread, sends them.
+  std::atomic<bool> acks_deferred_{false};
 
   std::mutex peers_mutex_;
   std::map<uint32_t, std::shared_ptr<PeerLink>> peers_;  // by slot

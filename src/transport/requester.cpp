@@ -160,6 +160,8 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
   SendWqe& w = qp.sq.at(index);
   PeerLink& peer = *qp.peer;
   wire::RecordHeader h = RequestHeader(engine, qp, w);
+  // Our pending ACK for the peer's requests rides along (responder.cpp).
+  const bool carries_ack = PiggybackAck(qp, &h);
   iovec parts[limits::kMaxSge + 1];
   parts[0] = iovec{&h, sizeof h};
   int nlocal = 0;
@@ -174,7 +176,9 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
   if (w.is_inline || w.total_len <= GetConfig().shm_inline_max) {
     h.mode = wire::PayloadMode::kInline;
     h.payload_len = w.total_len;
-    return engine.SendGather(peer, h, parts, nlocal + 1) ? TxResult::kSent : TxResult::kBlocked;
+    if (!engine.SendGather(peer, h, parts, nlocal + 1)) return TxResult::kBlocked;
+    if (carries_ack) qp.ack_pending = false;
+    return TxResult::kSent;
   }
 
   // UC completes a send once it is on the wire, so the responder must not
@@ -187,7 +191,9 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
       iov[i] = {reinterpret_cast<uint64_t>(parts[i + 1].iov_base), parts[i + 1].iov_len};
     h.mode = wire::PayloadMode::kPull;
     h.payload_len = static_cast<uint32_t>(nlocal * sizeof(wire::RemoteIov));
-    return engine.Send(peer, h, iov, h.payload_len) ? TxResult::kSent : TxResult::kBlocked;
+    if (!engine.Send(peer, h, iov, h.payload_len)) return TxResult::kBlocked;
+    if (carries_ack) qp.ack_pending = false;
+    return TxResult::kSent;
   }
 
   // Two copies: push the message through the ring in fragments, resuming
@@ -204,6 +210,10 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
         static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
                              (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
     if (!engine.SendGather(peer, h, frag, nfrag)) return TxResult::kBlocked;
+    if (h.flags & wire::kFlagAck) {
+      qp.ack_pending = false;  // carried by the first fragment
+      h.flags = static_cast<uint8_t>(h.flags & ~wire::kFlagAck);
+    }
     w.tx_offset += len;
   }
   return TxResult::kSent;

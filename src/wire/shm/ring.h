@@ -168,6 +168,9 @@ class alignas(kCacheLine) Ring {
 
   // ---- observation (any process; approximate while producers run) ----
   uint64_t UsedSlots() const;
+  // Slots reserved since the ring was formatted (records of every producer,
+  // each counted by its slots): for tests and diagnostics.
+  uint64_t ReservedSlots() const { return reserve_pos_.load(std::memory_order_acquire); }
 
   // What the consumer would find at the head, without consuming (any thread
   // may ask): nothing, a record still being written (its commit wakes a
