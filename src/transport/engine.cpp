@@ -277,7 +277,9 @@ void Engine::ProgressSlow() {
 }
 
 bool Engine::DrainRing(bool by_app) {
-  if (ring_->HeadEmpty()) return false;
+  // The application drains committed records only; the progress thread
+  // also looks at one still being written, to notice a dead producer.
+  if (by_app ? !ring_->HeadReady() : ring_->HeadEmpty()) return false;
   if (!ring_->TryLockConsumer()) return false;
   // ACKs an earlier drain held back go first (a stream of requests keeps
   // its ACKs flowing); most were carried by a request meanwhile.

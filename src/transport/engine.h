@@ -85,7 +85,7 @@ class Engine {
   void Progress() {
     CountPoll();
     if (app_may_block_.load(std::memory_order_relaxed)) CountPollAfterArm();
-    if (!ring_->HeadEmpty() || service_pending_.load(std::memory_order_relaxed)) ProgressSlow();
+    if (ring_->HeadReady() || service_pending_.load(std::memory_order_relaxed)) ProgressSlow();
   }
   // Progress() would do nothing but count the poll: nothing at the ring's
   // head, no deferred work or ACKs held back, no armed CQ to account for.
@@ -93,7 +93,7 @@ class Engine {
   bool NothingToDrive() const {
     return !app_may_block_.load(std::memory_order_relaxed) &&
            !service_pending_.load(std::memory_order_relaxed) &&
-           !acks_deferred_.load(std::memory_order_relaxed) && ring_->HeadEmpty();
+           !acks_deferred_.load(std::memory_order_relaxed) && !ring_->HeadReady();
   }
   // Called when a poll found nothing to return: the application waits
   // rather than answers, so ACKs held back for its reply go now.

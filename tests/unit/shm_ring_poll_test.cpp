@@ -1,5 +1,5 @@
 // The inbound ring as the busy-poll path and producers see it: the inline
-// emptiness check against Head(), and producers working from the consumer
+// head checks against Head(), and producers working from the consumer
 // position they last read instead of reading the consumer's line each time.
 #include <cstdint>
 #include <cstring>
@@ -16,20 +16,24 @@ bool Produce(Ring* r, uint32_t bytes) {
   return r->TryProduce(nullptr, 0, payload.data(), bytes);
 }
 
-TEST(ShmRingPollTest, HeadEmptyAgreesWithHead) {
+TEST(ShmRingPollTest, InlineHeadChecksAgreeWithHead) {
   LocalRing lr(16);
   Ring* r = lr.ring;
   ASSERT_NE(r, nullptr);
   EXPECT_TRUE(r->HeadEmpty());
+  EXPECT_FALSE(r->HeadReady());
   EXPECT_EQ(r->Head(), Ring::HeadState::kEmpty);
 
-  // Reserved but not committed: not empty (a record is on its way).
+  // Reserved but not committed: neither empty (a record is on its way) nor
+  // ready.
   Reservation res;
   ASSERT_TRUE(r->TryReserve(10, &res));
   EXPECT_FALSE(r->HeadEmpty());
+  EXPECT_FALSE(r->HeadReady());
   EXPECT_EQ(r->Head(), Ring::HeadState::kPending);
   r->Commit(res);
   EXPECT_FALSE(r->HeadEmpty());
+  EXPECT_TRUE(r->HeadReady());
   EXPECT_EQ(r->Head(), Ring::HeadState::kReady);
 
   // Consumed, over several laps and with records that wrap.
@@ -38,9 +42,11 @@ TEST(ShmRingPollTest, HeadEmptyAgreesWithHead) {
     ASSERT_TRUE(r->Peek(&v));
     r->Release(v);
     EXPECT_TRUE(r->HeadEmpty()) << "after record " << i;
+    EXPECT_FALSE(r->HeadReady()) << "after record " << i;
     EXPECT_EQ(r->Head(), Ring::HeadState::kEmpty);
     ASSERT_TRUE(Produce(r, static_cast<uint32_t>(i * 37 % 300)));
     EXPECT_FALSE(r->HeadEmpty()) << "after record " << i;
+    EXPECT_TRUE(r->HeadReady()) << "after record " << i;
   }
 }
 

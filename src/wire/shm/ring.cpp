@@ -56,6 +56,7 @@ constexpr uint64_t TagOfLap(uint64_t lap) {
 static_assert(Ring::kMaxRecordSlots <= kSlotsMask);
 static_assert(Word(12345, 0, 0, kFree) == Ring::FreeWordOfLap(12345));
 static_assert(Word(~0ull, 0, 0, kFree) == Ring::FreeWordOfLap(~0ull));
+static_assert(kStateMask == Ring::kSeqStateMask && kCommitted == Ring::kSeqCommitted);
 static_assert(Slots(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 4095);
 static_assert(Pid(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 0x3fffff);
 

@@ -118,8 +118,11 @@ class alignas(kCacheLine) Ring {
   static Ring* Attach(void* region, size_t bytes);
 
   uint32_t slot_count() const { return slot_count_; }
-  // The seq word of a free slot in `lap` (see the layout above: tag only).
+  // The seq word of a free slot in `lap` (see the layout above: tag only),
+  // and the state bits of a committed record.
   static constexpr int kSeqTagShift = 36;
+  static constexpr uint64_t kSeqStateMask = 3;
+  static constexpr uint64_t kSeqCommitted = 2;
   static constexpr uint64_t FreeWordOfLap(uint64_t lap) { return lap << kSeqTagShift; }
   // Largest payload one record can carry.
   uint32_t MaxPayload() const;
@@ -191,10 +194,17 @@ class alignas(kCacheLine) Ring {
   // usually here already, instead of costing a second cross-core miss after
   // the first (ib_send_lat -s 8 on a 2-core VM: 0.63 -> 0.49 us).
   bool HeadEmpty() const {
-    const uint64_t c = consume_pos_.load(std::memory_order_acquire);
-    __builtin_prefetch(data() + (c & (slot_count_ - 1)) * kSlotBytes);
-    // seq_cst as in Head(): the consumer's half of the wake-up handshake.
-    return seq(c).load(std::memory_order_seq_cst) == FreeWordOfLap(Lap(c));
+    uint64_t lap = 0;
+    return HeadWord(&lap) == FreeWordOfLap(lap);
+  }
+  // Head() == kReady, inline as HeadEmpty(): what an application's poll
+  // drains. A record still being written is left for the next look: a drain
+  // would find nothing in it, and would pay the consumer lock and a clock
+  // read (Peek times pending records to notice dead producers).
+  bool HeadReady() const {
+    uint64_t lap = 0;
+    const uint64_t w = HeadWord(&lap);
+    return (w & kSeqStateMask) == kSeqCommitted && ((w ^ FreeWordOfLap(lap)) >> kSeqTagShift) == 0;
   }
   // Wakes a sleeping consumer without producing (shutdown, local kicks).
   void Wake();
@@ -219,6 +229,14 @@ class alignas(kCacheLine) Ring {
     return base + sizeof(Ring) + SeqArrayBytes(slot_count_);
   }
   uint64_t Lap(uint64_t pos) const { return pos >> slot_shift_; }
+  // The seq word at the consumer position, and that position's lap.
+  uint64_t HeadWord(uint64_t* lap) const {
+    const uint64_t c = consume_pos_.load(std::memory_order_acquire);
+    __builtin_prefetch(data() + (c & (slot_count_ - 1)) * kSlotBytes);
+    *lap = Lap(c);
+    // seq_cst as in Head(): the consumer's half of the wake-up handshake.
+    return seq(c).load(std::memory_order_seq_cst);
+  }
   template <typename View, typename Byte>
   void Locate(uint64_t pos, uint32_t len, View* v) const;
 
