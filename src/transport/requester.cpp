@@ -12,7 +12,6 @@
 #include "transport/iov_slice.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
-#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -244,8 +243,9 @@ void Transmit(Engine& engine, Qp& qp) {
     if (qp.sq_tx != qp.sq.head) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return;
   }
-  // The retransmit timer runs from the moment the oldest WQE starts out.
-  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.last_ack_ns = NowNs();
+  // The retransmit timer runs from the moment the oldest WQE starts out
+  // (give or take the timer's own period: see Qp::progress_seen).
+  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.progress_seen = true;
   while (qp.sq_tx != qp.sq.head) {
     // --- one-sided operations and fences (one_sided.cpp)
     SendWqe& w = qp.sq.at(qp.sq_tx);

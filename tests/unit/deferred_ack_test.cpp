@@ -75,12 +75,13 @@ class DeferredAckTest : public ::testing::Test {
   }
 
   // A (requester) and B (responder) connected to each other.
-  void Connect(uint8_t rnr_retry, uint8_t min_rnr_timer) {
+  void Connect(uint8_t rnr_retry, uint8_t min_rnr_timer, uint8_t timeout = 20,
+               uint8_t retry_cnt = 7) {
     a_ = MakeQp(a_scq_, a_rcq_);
     b_ = MakeQp(b_scq_, b_rcq_);
     ASSERT_TRUE(a_ && b_);
-    ASSERT_EQ(ToRts(a_, b_->qp_num, rnr_retry, min_rnr_timer), 0);
-    ASSERT_EQ(ToRts(b_, a_->qp_num, rnr_retry, min_rnr_timer), 0);
+    ASSERT_EQ(ToRts(a_, b_->qp_num, rnr_retry, min_rnr_timer, timeout, retry_cnt), 0);
+    ASSERT_EQ(ToRts(b_, a_->qp_num, rnr_retry, min_rnr_timer, timeout, retry_cnt), 0);
   }
   ibv_qp* MakeQp(ibv_cq* scq, ibv_cq* rcq) {
     ibv_qp_init_attr a{};
@@ -91,7 +92,9 @@ class DeferredAckTest : public ::testing::Test {
     a.cap.max_send_sge = a.cap.max_recv_sge = 1;
     return CreateQp(pd_, &a);
   }
-  int ToRts(ibv_qp* qp, uint32_t dest, uint8_t rnr_retry, uint8_t min_rnr_timer) {
+  // timeout 20 (~4 s) by default: no retransmission can stand in for an ACK.
+  int ToRts(ibv_qp* qp, uint32_t dest, uint8_t rnr_retry, uint8_t min_rnr_timer, uint8_t timeout,
+            uint8_t retry_cnt) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
@@ -115,8 +118,8 @@ class DeferredAckTest : public ::testing::Test {
       return rc;
     a = {};
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 20;  // ~4 s: no retransmission can stand in for an ACK here
-    a.retry_cnt = 7;
+    a.timeout = timeout;
+    a.retry_cnt = retry_cnt;
     a.rnr_retry = rnr_retry;
     a.max_rd_atomic = 1;
     return ModifyQp(qp, &a,
@@ -231,6 +234,45 @@ TEST_F(DeferredAckTest, RnrNakFollowsTheAckOfEarlierMessages) {
   ASSERT_EQ(Wait(b_rcq_).status, IBV_WC_SUCCESS);
   // SEND 1, SEND 2, ACK 1, RNR NAK 2, SEND 2 again, RNR NAK 2.
   EXPECT_EQ(RecordsReceived() - before, 6u);
+}
+
+// ACKs and first transmissions restart the retransmit timer without a
+// clock read on the data path (Qp::progress_seen): the timer must still
+// count from the send. timeout 14 (67 ms) and one retry against a responder
+// that does not answer (ERR): RETRY_EXC_ERR after two timeouts, not at the
+// timer's first look. Both for a QP's very first send and for a send after
+// a long idle time (the last ACK long past).
+TEST_F(DeferredAckTest, RetransmitTimerCountsFromTheSend) {
+  Connect(7, 1, /*timeout=*/14, /*retry_cnt=*/1);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ModifyQp(b_, &err, IBV_QP_STATE), 0);
+  uint64_t t0 = NowNs();
+  Send(a_);
+  ibv_wc wc = Wait(a_scq_);
+  uint64_t elapsed_ms = (NowNs() - t0) / 1000000;
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << wc_status_str(wc.status);
+  EXPECT_GE(elapsed_ms, 130u) << "first send: the timer did not start with it";
+  EXPECT_LT(elapsed_ms, 1500u);
+}
+
+TEST_F(DeferredAckTest, RetransmitTimerCountsFromTheSendAfterIdling) {
+  Connect(7, 1, /*timeout=*/14, /*retry_cnt=*/1);
+  Recv(b_);
+  Send(a_);
+  ASSERT_EQ(Wait(a_scq_).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(Wait(b_rcq_).status, IBV_WC_SUCCESS);
+  usleep(300000);  // idle: the last ACK is long past
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ModifyQp(b_, &err, IBV_QP_STATE), 0);
+  const uint64_t t0 = NowNs();
+  Send(a_);
+  const ibv_wc wc = Wait(a_scq_);
+  const uint64_t elapsed_ms = (NowNs() - t0) / 1000000;
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << wc_status_str(wc.status);
+  EXPECT_GE(elapsed_ms, 130u) << "the timer counted from before the send";
+  EXPECT_LT(elapsed_ms, 1500u);
 }
 
 }  // namespace
