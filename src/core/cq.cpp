@@ -70,10 +70,7 @@ void Cq::NotifyLocked() {
     SOFTRDMA_LOG(kWarn, "completion channel full, event dropped");
 }
 
-int Cq::Poll(int max, ibv_wc* out) {
-  // A busy-polling application mostly finds the CQ empty: say so without
-  // taking the lock (a completion racing with this read is seen next poll).
-  if (LooksEmpty()) return 0;
+int Cq::PollSome(int max, ibv_wc* out) {
   std::lock_guard<SpinLock> lock(lock_);
   int n = 0;
   uint32_t count = count_;

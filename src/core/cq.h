@@ -29,7 +29,11 @@ class Cq {
   // Adds a completion. `solicited` marks completions that satisfy a
   // solicited-only arm (solicited receives and every error).
   void Push(const ibv_wc& wc, bool solicited);
-  int Poll(int max, ibv_wc* out);
+  // A busy-polling application mostly finds the CQ empty: that answer is
+  // inline and takes no lock (a completion racing with it is seen next poll).
+  int Poll(int max, ibv_wc* out) { return LooksEmpty() ? 0 : PollSome(max, out); }
+  // No completion queued (a racing one is seen by the next look).
+  bool LooksEmpty() const { return __atomic_load_n(&count_, __ATOMIC_RELAXED) == 0; }
   int Arm(bool solicited_only);
   int capacity() const { return static_cast<int>(entries_.size()); }
   int depth() const;
@@ -57,16 +61,16 @@ class Cq {
 
  private:
   void NotifyLocked();
+  int PollSome(int max, ibv_wc* out);
   Context* ctx_;
   CompChannel* channel_;
   mutable SpinLock lock_;
   std::vector<ibv_wc> entries_;
-  uint32_t head_ = 0;   // next to poll
+  uint32_t head_ = 0;  // next to poll
   // Valid entries. Changed only under lock_; read without it (LooksEmpty) by
   // the polling fast path, hence the atomic accesses.
   uint32_t count_ = 0;
   void SetCount(uint32_t n) { __atomic_store_n(&count_, n, __ATOMIC_RELAXED); }
-  bool LooksEmpty() const { return __atomic_load_n(&count_, __ATOMIC_RELAXED) == 0; }
   enum class Arm : uint8_t { kNone, kAny, kSolicited } armed_ = Arm::kNone;
   bool overrun_ = false;
   bool ignore_overrun_ = false;

@@ -131,7 +131,11 @@ class Qp {
   uint64_t rnr_wait_until_ns = 0;
   int rnr_retries_left = 0;
   int retries_left = 0;
-  uint64_t last_ack_ns = 0;        // last time the responder showed progress
+  uint64_t last_ack_ns = 0;  // last time the responder showed progress
+  // The responder showed progress, or the oldest WQE started out, since the
+  // timer last looked: CheckTimers then restarts the clock (last_ack_ns =
+  // its now), so the data path never reads the clock.
+  bool progress_seen = false;
   bool tx_blocked = false;         // the peer's ring was full
   std::shared_ptr<PeerLink> peer;  // the remote QP's process, resolved at RTR
   ProcRef peer_ref{};

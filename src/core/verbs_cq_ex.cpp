@@ -52,8 +52,10 @@ int StartPoll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
     // the application re-armed the CQ would queue completions that fire an
     // event and are then consumed in this same session, leaving the event
     // pointing at an empty CQ, which ibv_rc_pingpong -t -e treats as fatal.
-    if (Engine* engine = Engine::Get(nullptr)) engine->Progress();
+    Engine* engine = Engine::Get(nullptr);
+    if (engine) engine->Progress();
     rc = Advance(cq);
+    if (rc == ENOENT && engine) engine->PollFoundNothing();
   }
   // On ENOENT the caller must not call ibv_end_poll (ibv_create_cq_ex(3)).
   if (rc) cq->poll_session.unlock();

@@ -104,7 +104,7 @@ void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) return;
   if (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_XRC_SEND) return;  // UC/UD: never acknowledged
   if (ack.src_qpn != qp.attr.dest_qp_num) return;                    // not our peer: ignore
-  qp.last_ack_ns = NowNs();
+  qp.progress_seen = true;  // restarts the retransmit timer (CheckTimers)
   qp.retries_left = qp.attr.retry_cnt;
   switch (ack.syndrome) {
     case wire::Syndrome::kAck:
@@ -158,6 +158,12 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   if (!outstanding) return qp.rnr_wait_until_ns != 0;
   uint64_t timeout = AckTimeoutNs(qp.attr.timeout);
   if (timeout == 0) return true;  // timeout 0 = wait forever
+  if (qp.progress_seen) {
+    // Progress since we last looked: the timeout counts from now, which is
+    // at most one timer period after the progress, so never early.
+    qp.progress_seen = false;
+    qp.last_ack_ns = now;
+  }
   uint64_t due = qp.last_ack_ns + timeout;
   if (now < due) {
     *deadline = due;

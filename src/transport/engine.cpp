@@ -1,9 +1,11 @@
 #include "transport/engine.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -19,10 +21,16 @@ namespace softrdma {
 namespace {
 
 constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
-constexpr uint32_t kSegmentVersion = 2;                    // 2: exported extent table
+// 2: exported extent table (registered memory mapped by peers); 3: request
+// records may carry a piggybacked ACK (wire::kFlagAck), which an older peer
+// would ignore. Peers of different versions must not talk to each other.
+constexpr uint32_t kSegmentVersion = 3;
 constexpr size_t kHeaderBytes = 4096;
 // While the application polls, the progress thread only looks in this often.
 constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
+// ... and this long again when ACKs are held back, to see whether it still
+// polls (a busy-polling application polls every few tens of nanoseconds).
+constexpr uint64_t kAppStillPollingNs = 50000;  // 50 us
 // Period of the retransmit-timer check while sends are outstanding.
 constexpr uint64_t kTimerTickNs = 5000000;  // 5 ms
 constexpr int kDrainBatch = 64;
@@ -44,18 +52,24 @@ struct SegmentHeader {
 };
 
 std::mutex g_engine_mutex;
-Engine* g_engine = nullptr;
+
+// Waiting for the ring's consumer lock, which is only ever held for one
+// drain: spin briefly, then yield (two threads may share one core).
+void Backoff(int spins) {
+  if (spins > 64)
+    sched_yield();
+  else
+    __builtin_ia32_pause();
+}
 
 }  // namespace
 
 void EngineAtExit();
 void EngineAfterFork();
 
-Engine* Engine::Get(Status* err) {
-  Engine* e = __atomic_load_n(&g_engine, __ATOMIC_ACQUIRE);
-  if (e) return e;
+Engine* Engine::Create(Status* err) {
   std::lock_guard<std::mutex> lock(g_engine_mutex);
-  if (g_engine) return g_engine;
+  if (Engine* e = current_.load(std::memory_order_acquire)) return e;
   static bool hooks_installed = false;
   if (!hooks_installed) {
     hooks_installed = true;
@@ -70,24 +84,25 @@ Engine* Engine::Get(Status* err) {
     delete engine;
     return nullptr;
   }
-  __atomic_store_n(&g_engine, engine, __ATOMIC_RELEASE);
+  current_.store(engine, std::memory_order_release);
   return engine;
 }
 
 void EngineAtExit() {
   std::lock_guard<std::mutex> lock(g_engine_mutex);
-  if (g_engine && g_engine->owner_pid_ == getpid()) g_engine->Shutdown();
+  Engine* e = Engine::current_.load(std::memory_order_acquire);
+  if (e && e->owner_pid_ == getpid()) e->Shutdown();
 }
 
 // The child of a fork gets a copy of the parent's memory but none of its
 // threads, and must not touch the parent's segment: it starts afresh (with
 // its own registry slot) the next time it uses a device.
 void EngineAfterFork() {
-  if (g_engine) {
+  if (Engine* engine = Engine::current_.load(std::memory_order_relaxed)) {
     MemoryExporter::PrivatizeAfterFork();
-    g_engine->exporter_->ForgetAfterFork();
+    engine->exporter_->ForgetAfterFork();
   }
-  g_engine = nullptr;
+  Engine::current_.store(nullptr, std::memory_order_relaxed);
 }
 
 void Engine::OnReclaim(ProcRef dead) {
@@ -139,7 +154,7 @@ Status Engine::Init() {
   hdr->version = kSegmentVersion;
   __atomic_store_n(&hdr->magic, kSegmentMagic, __ATOMIC_RELEASE);
 
-  qp_by_qpn_.assign(kQpnTableSize, nullptr);
+  qp_by_qpn_.reset(new std::atomic<Qp*>[kQpnTableSize]());
   thread_ = std::thread([this] { ThreadMain(); });
   SOFTRDMA_LOG(kInfo, "attached as process slot %u gen %u, segment %s", me_.slot, me_.gen,
                name.c_str());
@@ -156,6 +171,11 @@ void Engine::Shutdown() {
     ring_->Wake();
     thread_.join();
   }
+  // ACKs still held back are owed to peers that may be waiting for them.
+  if (ring_->TryLockConsumer()) {
+    FlushAcks();
+    ring_->UnlockConsumer();
+  }
   shm::ShmRegion::Unlink(Registry::ProcSegmentName(me_));
   registry_.DetachProcess(me_);
 }
@@ -170,7 +190,7 @@ Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {
   Status s = registry_.AllocQpn(me_, qpn);
   if (!s.ok()) return s;
   std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
-  qp_by_qpn_[*qpn] = qp;
+  qp_by_qpn_[*qpn].store(qp, std::memory_order_release);
   qp->live_index = static_cast<uint32_t>(live_qps_.size());
   live_qps_.push_back(qp);
   return Status::Ok();
@@ -180,18 +200,29 @@ void Engine::UnregisterQp(Qp* qp) {
   uint32_t qpn = qp->verbs()->qp_num;
   {
     std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
-    if (qpn < qp_by_qpn_.size() && qp_by_qpn_[qpn] == qp) qp_by_qpn_[qpn] = nullptr;
+    if (qpn < kQpnTableSize && qp_by_qpn_[qpn].load(std::memory_order_relaxed) == qp)
+      qp_by_qpn_[qpn].store(nullptr, std::memory_order_release);
     // Swap with the last: destroying many QPs stays linear overall.
     if (qp->live_index < live_qps_.size() && live_qps_[qp->live_index] == qp) {
       live_qps_[qp->live_index] = live_qps_.back();
       live_qps_[qp->live_index]->live_index = qp->live_index;
       live_qps_.pop_back();
     }
-    // The ring consumer may be between batches: make sure it forgets us.
-    std::erase(ack_list_, qp);
     std::lock_guard<SpinLock> slock(service_lock_);
     std::erase(service_list_, qp);
   }
+  // A drain dispatches under the ring's consumer lock and takes no other
+  // lock that we hold. Once we have held the consumer lock after clearing
+  // the entry, no drain can still use the QP; the ACK list (kept across
+  // drains) must forget it too.
+  for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
+  if (std::find(ack_list_.begin(), ack_list_.end(), qp) != ack_list_.end()) {
+    // An ACK held back for it is still owed: a NIC would have sent it.
+    std::lock_guard<SpinLock> qlock(qp->lock);
+    if (qp->ack_pending) transport::SendAck(*this, *qp);
+    std::erase(ack_list_, qp);
+  }
+  ring_->UnlockConsumer();
   registry_.FreeQpn(me_, qpn);
 }
 
@@ -266,43 +297,72 @@ bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* 
   return true;
 }
 
-void Engine::Progress() {
-  app_polls_.store(app_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+void Engine::CountPollAfterArm() {
   // An application that armed a CQ polls a few times to drain it and then
   // blocks; only a long run of polls without arming means it busy-polls.
-  if (app_may_block_.load(std::memory_order_relaxed) &&
-      ++polls_since_arm_ > kPollsBeforeBusyPolling)
+  if (++polls_since_arm_ > kPollsBeforeBusyPolling)
     app_may_block_.store(false, std::memory_order_relaxed);
-  DrainRing();
+}
+
+void Engine::ProgressSlow() {
+  DrainRing(/*by_app=*/true);
   if (service_pending_.load(std::memory_order_relaxed)) {
     uint64_t next = 0;
     ServiceQps(NowNs(), &next);
   }
 }
 
-bool Engine::DrainRing() {
-  if (ring_->Head() == shm::Ring::HeadState::kEmpty) return false;
+bool Engine::DrainRing(bool by_app) {
+  // The application drains committed records only; the progress thread
+  // also looks at one still being written, to notice a dead producer.
+  if (by_app ? !ring_->HeadReady() : ring_->HeadEmpty()) return false;
   if (!ring_->TryLockConsumer()) return false;
-  int n = 0;
-  {
-    std::shared_lock<std::shared_mutex> lock(qp_map_mutex_);
-    shm::RecordView view;
-    while (n < kDrainBatch && ring_->Peek(&view)) {
-      Dispatch(view);
-      ring_->Release(view);
-      ++n;
-    }
+  // ACKs an earlier drain held back go first (a stream of requests keeps
+  // its ACKs flowing); most were carried by a request meanwhile.
+  if (acks_deferred_.load(std::memory_order_relaxed)) {
+    acks_deferred_.store(false, std::memory_order_relaxed);
     FlushAcks();
   }
+  // No QP map lock: see qp_by_qpn_. The consumer position is published once
+  // per batch, so producers' space checks see one store, not one per record.
+  const size_t n =
+      ring_->ConsumeBatch(kDrainBatch, [this](const shm::RecordView& view) { Dispatch(view); });
+  // The application's own drain may keep this batch's ACKs for its next
+  // request (responder.cpp, "Deferred ACKs").
+  if (!ack_list_.empty() && (!by_app || n == 0 || !DeferAcks())) FlushAcks();
   ring_->UnlockConsumer();
   return n > 0;
+}
+
+bool Engine::FlushDeferredAcks() {
+  // seq_cst: the progress thread's half of the handshake in DeferAcks.
+  if (!acks_deferred_.load(std::memory_order_seq_cst)) return true;
+  if (!ring_->TryLockConsumer()) return false;
+  acks_deferred_.store(false, std::memory_order_relaxed);
+  FlushAcks();
+  ring_->UnlockConsumer();
+  return true;
+}
+
+// Called by the application's drain, holding the consumer lock. Deferring is
+// allowed only while the progress thread runs or watches a polling
+// application (it then looks in within about a tick and flushes); it checks
+// acks_deferred_ after announcing any other sleep (ThreadMain). The seq_cst
+// pair makes sure one of us sees the other.
+bool Engine::DeferAcks() {
+  acks_deferred_.store(true, std::memory_order_seq_cst);
+  const uint32_t state = thread_state_.load(std::memory_order_seq_cst);
+  if (state == kRunning || state == kAppPolling) return true;
+  acks_deferred_.store(false, std::memory_order_relaxed);
+  return false;
 }
 
 void Engine::Dispatch(const shm::RecordView& view) {
   wire::RecordHeader hdr;
   if (view.size() < sizeof hdr) return;  // malformed: drop
   view.CopyOut(0, &hdr, sizeof hdr);
-  Qp* qp = hdr.dst_qpn < qp_by_qpn_.size() ? qp_by_qpn_[hdr.dst_qpn] : nullptr;
+  Qp* qp = hdr.dst_qpn < kQpnTableSize ? qp_by_qpn_[hdr.dst_qpn].load(std::memory_order_acquire)
+                                       : nullptr;
   if (!qp) {
     if (wire::IsRequest(hdr.type)) {
       // No such QP here. A NIC would drop the packet and let the requester
@@ -314,6 +374,7 @@ void Engine::Dispatch(const shm::RecordView& view) {
   }
   std::lock_guard<SpinLock> lock(qp->lock);
   if (wire::IsRequest(hdr.type)) {
+    if (hdr.flags & wire::kFlagAck) transport::OnPiggybackedAck(*this, *qp, hdr);
     if (transport::OnRequest(*this, *qp, hdr, view) && !qp->ack_pending) {
       qp->ack_pending = true;
       ack_list_.push_back(qp);
@@ -330,6 +391,8 @@ void Engine::Dispatch(const shm::RecordView& view) {
 void Engine::FlushAcks() {
   for (Qp* qp : ack_list_) {
     std::lock_guard<SpinLock> lock(qp->lock);
+    // Already carried by a request (PiggybackAck) or dropped by a reset.
+    if (!qp->ack_pending) continue;
     if (!transport::SendAck(*this, *qp)) NeedService(qp);  // requester's ring full
   }
   ack_list_.clear();
@@ -397,13 +460,50 @@ void Engine::ApplicationMayBlock() {
   }
 }
 
+// The application is polling and drains the ring itself: stay out of its
+// way (do not take the consumer lock for nothing: a thread preempted while
+// holding it would stall every poll), let producers skip the wake-up system
+// call, and look in once a tick for the retransmit timers. Returns when the
+// application stopped polling, may block, or leaves a record undrained
+// (it polls a CQ now and then but waits for something else, e.g. memory
+// written by a two-copy RDMA WRITE).
+void Engine::WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_check) {
+  thread_state_.store(kAppPolling, std::memory_order_relaxed);
+  uint64_t tick = kAppPollingTickNs;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    *seen_polls = app_polls_.load(std::memory_order_relaxed);
+    uint32_t k = kick_word_.load(std::memory_order_acquire);
+    if (app_may_block_.load(std::memory_order_seq_cst)) break;
+    FutexWaitPrivate(&kick_word_, k, tick);
+    if (app_may_block_.load(std::memory_order_seq_cst)) break;
+    const uint64_t now = NowNs();
+    if (now - *last_timer_check >= kTimerTickNs) {
+      uint64_t next_deadline = 0;  // deadlines matter again once we sleep
+      CheckTimers(now, &next_deadline);
+      *last_timer_check = now;
+    }
+    if (app_polls_.load(std::memory_order_relaxed) == *seen_polls) break;  // it stopped
+    if (!ring_->HeadEmpty()) break;
+    // ACKs held back for a reply (DeferAcks) may wait for an application
+    // that polled during the last tick but stopped since: a second, short
+    // look tells, so that they wait about one tick at most.
+    tick = acks_deferred_.load(std::memory_order_relaxed) && tick == kAppPollingTickNs
+               ? kAppStillPollingNs
+               : kAppPollingTickNs;
+  }
+  thread_state_.store(kRunning, std::memory_order_relaxed);
+}
+
 void Engine::ThreadMain() {
   uint64_t seen_polls = app_polls_.load(std::memory_order_relaxed);
   uint64_t last_timer_check = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t now = NowNs();
     uint64_t next_deadline = 0;
-    bool did = DrainRing();
+    bool did = DrainRing(/*by_app=*/false);
+    // ACKs an application's drain held back: at the latest about one tick
+    // after the application stopped polling (see DeferAcks).
+    FlushDeferredAcks();
     if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, &next_deadline);
     bool timers_live = false;
     if (now - last_timer_check >= kTimerTickNs || did) {
@@ -416,14 +516,7 @@ void Engine::ThreadMain() {
 
     uint64_t polls = app_polls_.load(std::memory_order_relaxed);
     if (polls != seen_polls && !app_may_block_.load(std::memory_order_seq_cst)) {
-      // The application is polling and drains the ring itself: stay out of
-      // its way, and let producers skip the wake-up system call.
-      seen_polls = polls;
-      thread_state_.store(kAppPolling, std::memory_order_relaxed);
-      uint32_t k = kick_word_.load(std::memory_order_acquire);
-      if (!app_may_block_.load(std::memory_order_seq_cst))
-        FutexWaitPrivate(&kick_word_, k, kAppPollingTickNs);
-      thread_state_.store(kRunning, std::memory_order_relaxed);
+      WatchPollingApplication(&seen_polls, &last_timer_check);
       continue;
     }
 
@@ -438,6 +531,11 @@ void Engine::ThreadMain() {
     if (service_pending_.load(std::memory_order_acquire) && (!timeout || timeout > kBlockedRetryNs))
       timeout = kBlockedRetryNs;
     thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
+    // An application drain may have held ACKs back before it could see
+    // that we sleep (DeferAcks): they must not wait for our wake-up. Its
+    // holder releases the consumer lock soon, and drains after our store
+    // above no longer defer.
+    for (int spins = 0; !FlushDeferredAcks(); ++spins) Backoff(spins);
     if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
       // Sends were posted since we last looked: watch their timers.
       thread_state_.store(kRunning, std::memory_order_relaxed);

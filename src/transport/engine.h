@@ -54,25 +54,63 @@ struct PeerLink {
 class Engine {
  public:
   // The process's engine, created on first use. nullptr (and *err) when the
-  // host registry or the shared segment cannot be set up.
-  static Engine* Get(Status* err);
+  // host registry or the shared segment cannot be set up. Inline: every
+  // ibv_poll_cq asks, so the common case is one load.
+  static Engine* Get(Status* err) {
+    Engine* e = current_.load(std::memory_order_acquire);
+    return e ? e : Create(err);
+  }
+  // The engine if it exists already (nullptr otherwise).
+  static Engine* Current() { return current_.load(std::memory_order_acquire); }
 
   ProcRef me() const { return me_; }
   Registry& registry() { return registry_; }
   MrTable& mr_table() { return *mr_table_; }
   MemoryExporter& exporter() { return *exporter_; }
+  // This process's inbound ring (tests count the records it received).
+  const shm::Ring& inbound_ring() const { return *ring_; }
   uint32_t NewPdId() { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
 
   Status RegisterQp(Qp* qp, uint32_t* qpn);
   void UnregisterQp(Qp* qp);
+
+  // The QP of this process with number `qpn`, or nullptr. Only stable for
+  // the ring consumer and for holders of that QP's lock.
+  Qp* LocalQp(uint32_t qpn) const {
+    return qpn < kQpnTableSize ? qp_by_qpn_[qpn].load(std::memory_order_acquire) : nullptr;
+  }
 
   // Maps the process that owns `qpn`; nullptr if no live process owns it.
   std::shared_ptr<PeerLink> ResolveQpn(uint32_t qpn);
   std::shared_ptr<PeerLink> Peer(ProcRef ref);
 
   // Inline progress from verbs calls: drain the inbound ring and retry work
-  // that waited for ring space or a timer. Cheap when there is nothing to do.
-  void Progress();
+  // that waited for ring space or a timer. A busy-polling application calls
+  // this in a loop and mostly finds nothing, so that case is a handful of
+  // loads: no lock, no atomic read-modify-write, no call.
+  void Progress() {
+    CountPoll();
+    if (app_may_block_.load(std::memory_order_relaxed)) CountPollAfterArm();
+    if (ring_->HeadReady() || service_pending_.load(std::memory_order_relaxed)) ProgressSlow();
+  }
+  // Progress() would do nothing but count the poll: nothing at the ring's
+  // head, no deferred work or ACKs held back, no armed CQ to account for.
+  // Loads only.
+  bool NothingToDrive() const {
+    return !app_may_block_.load(std::memory_order_relaxed) &&
+           !service_pending_.load(std::memory_order_relaxed) &&
+           !acks_deferred_.load(std::memory_order_relaxed) && !ring_->HeadReady();
+  }
+  // Called when a poll found nothing to return: the application waits
+  // rather than answers, so ACKs held back for its reply go now.
+  void PollFoundNothing() {
+    if (acks_deferred_.load(std::memory_order_relaxed)) FlushDeferredAcks();
+  }
+  // The progress thread watches this change to know that the application
+  // polls. A plain increment: nobody needs it exact.
+  void CountPoll() {
+    app_polls_.store(app_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   // A QP needs attention outside the inline path (ring full, RNR wait).
   void NeedService(Qp* qp);
   // Called when new sends are outstanding: makes sure the progress thread
@@ -90,14 +128,23 @@ class Engine {
 
  private:
   Engine() = default;
+  static Engine* Create(Status* err);
+  void CountPollAfterArm();
+  void ProgressSlow();
   Status Init();
   void Shutdown();
-  bool DrainRing();
+  // `by_app`: drained from a verbs call, which may defer ACKs (DeferAcks).
+  bool DrainRing(bool by_app);
   void Dispatch(const shm::RecordView& view);
   void FlushAcks();
+  bool DeferAcks();
+  // Sends the ACKs a drain held back. false if the ring's consumer lock was
+  // busy (its holder sends them at the end of its drain, or defers anew).
+  bool FlushDeferredAcks();
   bool ServiceQps(uint64_t now, uint64_t* next_deadline);
   bool CheckTimers(uint64_t now, uint64_t* next_deadline);
   void ThreadMain();
+  void WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_check);
   static void OnReclaim(ProcRef dead);
   friend void EngineAtExit();
   friend void EngineAfterFork();
@@ -111,10 +158,22 @@ class Engine {
   std::unique_ptr<MemoryExporter> exporter_;
   std::atomic<uint32_t> next_pd_id_{1};
 
+  // The process's engine (null until first use, and again in a fork child).
+  static inline std::atomic<Engine*> current_{nullptr};
+
+  // qp_by_qpn_ is read by the ring consumer without a lock: entries are
+  // atomic, and UnregisterQp waits for the consumer lock after clearing an
+  // entry, so no drain still holds a pointer to a QP being destroyed.
+  std::unique_ptr<std::atomic<Qp*>[]> qp_by_qpn_;  // indexed by QPN; owned QPs only
+  // Guards live_qps_ and the QPs that the timer scan and the service list
+  // reach (not the drain path, see above).
   std::shared_mutex qp_map_mutex_;
-  std::vector<Qp*> qp_by_qpn_;  // indexed by QPN; owned QPs only
-  std::vector<Qp*> live_qps_;   // the same QPs, for the timer scan
-  std::vector<Qp*> ack_list_;   // QPs with an ACK to send (consumer-exclusive)
+  std::vector<Qp*> live_qps_;  // the same QPs, for the timer scan
+  std::vector<Qp*> ack_list_;  // QPs with an ACK to send (under the ring's consumer lock)
+  // ack_list_ holds ACKs a drain by the application left for later
+  // (transport/responder.cpp, "Deferred ACKs"); the next drain, or the
+  // progress thread, sends them.
+  std::atomic<bool> acks_deferred_{false};
 
   std::mutex peers_mutex_;
   std::map<uint32_t, std::shared_ptr<PeerLink>> peers_;  // by slot

@@ -46,6 +46,12 @@ enum RequestFlags : uint8_t {
   kFlagPlaced = 1 << 3,      // kWrite: the initiator already wrote the data itself
   kFlagCmpSwap = 1 << 4,     // kAtomic: compare-and-swap (else fetch-and-add)
   kFlagInvalidate = 1 << 5,  // kSend: SEND with Invalidate, the rkey in `imm`
+  // kSend: the record also carries the sender's cumulative ACK for the
+  // receiver's requests (`ack_psn`), as if a kAck record had come just
+  // before it. A responder keeps its ACK back briefly so that its own next
+  // request on the QP (the reply of a ping-pong) can carry it: one record
+  // fewer each way (transport/responder.cpp, "Deferred ACKs").
+  kFlagAck = 1 << 6,
 };
 
 // ACK/NAK syndromes (our own numbering; the mapping to work-completion
@@ -77,7 +83,7 @@ struct RecordHeader {
   uint32_t payload_len;  // bytes following the header (inline data, a fragment, or iovecs)
   uint32_t rnr_timer;    // kRnrNak: the responder's min_rnr_timer code;
                          // requests of an XRC QP: the target SRQ number (XRCETH)
-  uint32_t reserved;
+  uint32_t ack_psn;      // kFlagAck: every request up to this PSN is acknowledged
 };
 static_assert(sizeof(RecordHeader) == 48);
 

@@ -12,7 +12,6 @@
 #include "transport/iov_slice.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
-#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -162,6 +161,8 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
   SendWqe& w = qp.sq.at(index);
   PeerLink& peer = *qp.peer;
   wire::RecordHeader h = RequestHeader(engine, qp, w);
+  // Our pending ACK for the peer's requests rides along (responder.cpp).
+  const bool carries_ack = PiggybackAck(qp, &h);
   iovec parts[limits::kMaxSge + 1];
   parts[0] = iovec{&h, sizeof h};
   int nlocal = 0;
@@ -177,7 +178,9 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
   if (w.is_inline || w.total_len <= GetConfig().shm_inline_max) {
     h.mode = wire::PayloadMode::kInline;
     h.payload_len = w.total_len;
-    return engine.SendGather(peer, h, parts, nlocal + 1) ? TxResult::kSent : TxResult::kBlocked;
+    if (!engine.SendGather(peer, h, parts, nlocal + 1)) return TxResult::kBlocked;
+    if (carries_ack) qp.ack_pending = false;
+    return TxResult::kSent;
   }
 
   // UC completes a send once it is on the wire, so the responder must not
@@ -193,7 +196,9 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
                 static_cast<uint32_t>(parts[i + 1].iov_len), extents[i]};
     h.mode = wire::PayloadMode::kPull;
     h.payload_len = static_cast<uint32_t>(nlocal * sizeof(wire::RemoteIov));
-    return engine.Send(peer, h, iov, h.payload_len) ? TxResult::kSent : TxResult::kBlocked;
+    if (!engine.Send(peer, h, iov, h.payload_len)) return TxResult::kBlocked;
+    if (carries_ack) qp.ack_pending = false;
+    return TxResult::kSent;
   }
 
   // Two copies: push the message through the ring in fragments, resuming
@@ -210,6 +215,10 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
         static_cast<uint8_t>((h.flags & ~wire::kFlagLastFragment) |
                              (w.tx_offset + len == w.total_len ? wire::kFlagLastFragment : 0));
     if (!engine.SendGather(peer, h, frag, nfrag)) return TxResult::kBlocked;
+    if (h.flags & wire::kFlagAck) {
+      qp.ack_pending = false;  // carried by the first fragment
+      h.flags = static_cast<uint8_t>(h.flags & ~wire::kFlagAck);
+    }
     w.tx_offset += len;
   }
   return TxResult::kSent;
@@ -240,8 +249,9 @@ void Transmit(Engine& engine, Qp& qp) {
     if (qp.sq_tx != qp.sq.head) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return;
   }
-  // The retransmit timer runs from the moment the oldest WQE starts out.
-  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.last_ack_ns = NowNs();
+  // The retransmit timer runs from the moment the oldest WQE starts out
+  // (give or take the timer's own period: see Qp::progress_seen).
+  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.progress_seen = true;
   while (qp.sq_tx != qp.sq.head) {
     // --- one-sided operations and fences (one_sided.cpp)
     SendWqe& w = qp.sq.at(qp.sq_tx);

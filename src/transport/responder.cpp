@@ -150,6 +150,11 @@ PullResult PullFromRequester(PeerLink& peer, const iovec* local, int nlocal,
 
 void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
              uint32_t rnr_timer) {
+  // A NAK must not overtake the ACK of the messages before it (a NIC sends
+  // that ACK as it executes them): the requester's RNR budget and the
+  // completion order depend on seeing them in PSN order. The caller holds
+  // the lock of the QP the request was for.
+  if (Qp* qp = engine.LocalQp(req.dst_qpn); qp && qp->ack_pending) SendAck(engine, *qp);
   wire::RecordHeader h{};
   h.type = wire::RecordType::kAck;
   h.syndrome = why;
@@ -178,6 +183,40 @@ bool SendAck(Engine& engine, Qp& qp) {
   if (!engine.Send(*qp.peer, h, nullptr, 0)) return false;
   qp.ack_pending = false;
   return true;
+}
+
+// Deferred ACKs. The cumulative ACK that a drain run by the application
+// owes a QP is held back until one of these, whichever comes first:
+//  - the QP's next request to the same peer carries it (PiggybackAck): in a
+//    ping-pong the reply acknowledges the request, and the ACK record, with
+//    its cache-line transfers on both sides, disappears;
+//  - a NAK for a later message on the QP (SendNak sends the ACK first);
+//  - the next drain that finds records, or the next poll that finds no
+//    completion (the application waits rather than answers);
+//  - the QP's destruction, or the process's exit;
+//  - the progress thread, about a tick after the application stopped
+//    polling. Drains defer only while the thread is known to look again
+//    soon (Engine::DeferAcks); the thread's own drains never defer.
+// The requester's completion still means that the responder executed the
+// message: the ACK is produced only after that, it is merely carried later.
+bool PiggybackAck(const Qp& qp, wire::RecordHeader* h) {
+  // READ/atomic responses queued on the two-copy path go first (SendAck).
+  if (!qp.ack_pending || !qp.responses.empty() || !qp.peer) return false;
+  h->flags |= wire::kFlagAck;
+  h->ack_psn = PsnAdd(qp.epsn, 0xffffff);  // epsn - 1, as SendAck
+  return true;
+}
+
+void OnPiggybackedAck(Engine& engine, Qp& qp, const wire::RecordHeader& req) {
+  wire::RecordHeader ack{};
+  ack.type = wire::RecordType::kAck;
+  ack.syndrome = wire::Syndrome::kAck;
+  ack.src_qpn = req.src_qpn;
+  ack.dst_qpn = req.dst_qpn;
+  ack.psn = req.ack_psn;
+  ack.src_slot = req.src_slot;
+  ack.src_gen = req.src_gen;
+  OnAck(engine, qp, ack);
 }
 
 bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view) {

@@ -63,6 +63,12 @@ int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view);
 // Sends the cumulative ACK for epsn-1. false = the requester's ring is full.
 bool SendAck(Engine& engine, Qp& qp);
+// Puts the QP's pending ACK into a request header going to its peer
+// (kFlagAck); true if it did. The caller clears qp.ack_pending once the
+// record is on the ring.
+bool PiggybackAck(const Qp& qp, wire::RecordHeader* h);
+// The ACK carried by a request record (kFlagAck), handled as a kAck record.
+void OnPiggybackedAck(Engine& engine, Qp& qp, const wire::RecordHeader& req);
 void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
              uint32_t rnr_timer = 0);
 

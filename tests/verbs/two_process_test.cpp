@@ -1,5 +1,6 @@
 // Two processes on one host: the shm wire between separate address spaces
-// (one-copy pull or two-copy fragments), and a peer killed mid-transfer.
+// (one-copy pull or two-copy fragments), a peer killed mid-transfer, and a
+// responder that stops polling after a message.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -155,6 +156,88 @@ TEST(TwoProcesses, PeerKilledMidTransferEndsInRetryExceeded) {
   auto wcs = PollN(e.cq, 1, 10000);
   ASSERT_EQ(wcs.size(), 1u) << "the send never completed after its peer died";
   EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wcs[0].status);
+  ibv_destroy_qp(e.qp);
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(e.cq);
+  ibv_dealloc_pd(e.pd);
+  ibv_close_device(e.ctx);
+}
+
+// Child: receives two messages by polling, then makes no verbs call at all
+// until the parent is done. While it polls for the second, its progress
+// thread has settled into watching it poll, so the ACK of the second may be
+// held back for a reply that never comes (transport/responder.cpp,
+// "Deferred ACKs").
+[[noreturn]] void ChildReceivesThenIdles(int to_parent, int from_parent) {
+  alarm(20);
+  Endpoint e;
+  QpParams p;
+  p.timeout = 20;
+  if (!e.Open(p)) exit(10);
+  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
+  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
+  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  std::vector<uint8_t> buf(128, 0);
+  ibv_mr* mr = ibv_reg_mr(e.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!mr) exit(13);
+  for (int i = 0; i < 2; ++i) {
+    ibv_sge sg{reinterpret_cast<uintptr_t>(buf.data() + 64 * i), 64, mr->lkey};
+    ibv_recv_wr wr{};
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad;
+    if (ibv_post_recv(e.qp, &wr, &bad)) exit(14);
+  }
+  char ready = 'r';
+  if (!WriteAll(to_parent, &ready, 1)) exit(15);
+  for (int i = 0; i < 2; ++i) {
+    auto wcs = PollN(e.cq, 1, 15000);
+    if (wcs.size() != 1 || wcs[0].status != IBV_WC_SUCCESS) exit(16);
+  }
+  char done;
+  (void)ReadAll(from_parent, &done, 1);
+  exit(0);
+}
+
+// The responder's ACK arrives even though it neither replies nor polls
+// again: its progress thread sends what the last poll held back, within
+// about a millisecond, long before the requester's retransmission (~4 s).
+TEST(TwoProcesses, AckArrivesWhenTheResponderStopsPolling) {
+  Child c = ForkChild(ChildReceivesThenIdles);
+  ASSERT_GT(c.pid, 0);
+  const pid_t child = c.pid;
+  Endpoint e;
+  QpParams p;
+  p.timeout = 20;  // 4.3 s: a retransmission cannot stand in for the ACK
+  ASSERT_TRUE(e.Open(p));
+  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
+  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
+  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
+  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  char ready;
+  ASSERT_TRUE(ReadAll(c.from_child, &ready, 1));
+  std::vector<uint8_t> src(8, 7);
+  ibv_mr* mr = ibv_reg_mr(e.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_sge sg{reinterpret_cast<uintptr_t>(src.data()), 8, mr->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad;
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1) usleep(20000);  // the child polls for the second one meanwhile
+    ASSERT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);
+    auto wcs = PollN(e.cq, 1, 1500);
+    ASSERT_EQ(wcs.size(), 1u) << "no ACK for message " << i;
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wcs[0].status);
+  }
+  char done = 'd';
+  WriteAll(c.to_child, &done, 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   ibv_destroy_qp(e.qp);
   ibv_dereg_mr(mr);
   ibv_destroy_cq(e.cq);

@@ -54,6 +54,9 @@ constexpr uint64_t TagOfLap(uint64_t lap) {
 }
 
 static_assert(Ring::kMaxRecordSlots <= kSlotsMask);
+static_assert(Word(12345, 0, 0, kFree) == Ring::FreeWordOfLap(12345));
+static_assert(Word(~0ull, 0, 0, kFree) == Ring::FreeWordOfLap(~0ull));
+static_assert(kStateMask == Ring::kSeqStateMask && kCommitted == Ring::kSeqCommitted);
 static_assert(Slots(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 4095);
 static_assert(Pid(Word(~0ull, 0x3fffff, 4095, kCommitted)) == 0x3fffff);
 
@@ -80,10 +83,6 @@ int64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-size_t SeqArrayBytes(uint32_t slot_count) {
-  return (size_t{slot_count} * sizeof(uint64_t) + kCacheLine - 1) / kCacheLine * kCacheLine;
 }
 
 bool ValidSlotCount(uint32_t slot_count) {
@@ -136,6 +135,7 @@ Ring::Ring(uint32_t slot_count, size_t region_bytes)
       slot_shift_(static_cast<uint32_t>(std::countr_zero(slot_count))),
       region_bytes_(region_bytes),
       reserve_pos_(0),
+      consume_seen_(0),
       consume_pos_(0),
       wake_word_(0),
       consumer_sleeping_(0),
@@ -172,16 +172,6 @@ Ring* Ring::Attach(void* region, size_t bytes) {
   return r;
 }
 
-std::atomic<uint64_t>* Ring::seq_words() const {
-  auto* base = reinterpret_cast<std::byte*>(const_cast<Ring*>(this));
-  return std::launder(reinterpret_cast<std::atomic<uint64_t>*>(base + sizeof(Ring)));
-}
-
-std::byte* Ring::data() const {
-  auto* base = reinterpret_cast<std::byte*>(const_cast<Ring*>(this));
-  return base + sizeof(Ring) + SeqArrayBytes(slot_count_);
-}
-
 uint32_t Ring::MaxPayload() const {
   return std::min(slot_count_, kMaxRecordSlots) * kSlotBytes - kRecordHeaderBytes;
 }
@@ -212,10 +202,12 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
   const uint32_t n = SlotsFor(bytes);
   const uint32_t pid = ProducerPid();
   uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  // Acquire on the consumer position orders our writes to these slots after
+  // the consumer's reads of their previous lap (through the producer that
+  // copied it into consume_seen_, with release, when it came from there).
+  uint64_t c = consume_seen_.load(std::memory_order_acquire);
+  bool c_current = false;
   for (;;) {
-    // Acquire on consume_pos orders our writes to these slots after the
-    // consumer's reads of their previous lap.
-    const uint64_t c = consume_pos_.load(std::memory_order_acquire);
     if (c > p) {  // p is stale: the consumer already went past it
       const uint64_t now = reserve_pos_.load(std::memory_order_acquire);
       if (now == p) return false;  // consume_pos > reserve_pos: corrupt region
@@ -223,8 +215,15 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
       continue;
     }
     // A stale (smaller) p only makes this check more lenient, never stricter,
-    // and the claim below then fails; so "full" here is real.
-    if (p - c + n > slot_count_) return false;
+    // and the claim below then fails; a stale (smaller) c makes it stricter,
+    // so "full" is only believed from the consumer's own word.
+    if (p - c + n > slot_count_) {
+      if (c_current) return false;
+      c = consume_pos_.load(std::memory_order_acquire);
+      consume_seen_.store(c, std::memory_order_release);
+      c_current = true;
+      continue;
+    }
     std::atomic<uint64_t>& head = seq(p);
     const uint64_t free_word = Word(Lap(p), 0, 0, kFree);
     uint64_t w = head.load(std::memory_order_acquire);

@@ -1,0 +1,100 @@
+// The inbound ring as the busy-poll path and producers see it: the inline
+// head checks against Head(), and producers working from the consumer
+// position they last read instead of reading the consumer's line each time.
+#include <cstdint>
+#include <cstring>
+
+#include "shm_ring_test_util.h"
+
+namespace softrdma::shm {
+namespace {
+
+using namespace softrdma::shm::ringtest;
+
+bool Produce(Ring* r, uint32_t bytes) {
+  std::vector<uint8_t> payload(bytes, 0x5a);
+  return r->TryProduce(nullptr, 0, payload.data(), bytes);
+}
+
+TEST(ShmRingPollTest, InlineHeadChecksAgreeWithHead) {
+  LocalRing lr(16);
+  Ring* r = lr.ring;
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->HeadEmpty());
+  EXPECT_FALSE(r->HeadReady());
+  EXPECT_EQ(r->Head(), Ring::HeadState::kEmpty);
+
+  // Reserved but not committed: neither empty (a record is on its way) nor
+  // ready.
+  Reservation res;
+  ASSERT_TRUE(r->TryReserve(10, &res));
+  EXPECT_FALSE(r->HeadEmpty());
+  EXPECT_FALSE(r->HeadReady());
+  EXPECT_EQ(r->Head(), Ring::HeadState::kPending);
+  r->Commit(res);
+  EXPECT_FALSE(r->HeadEmpty());
+  EXPECT_TRUE(r->HeadReady());
+  EXPECT_EQ(r->Head(), Ring::HeadState::kReady);
+
+  // Consumed, over several laps and with records that wrap.
+  for (int i = 0; i < 100; ++i) {
+    RecordView v;
+    ASSERT_TRUE(r->Peek(&v));
+    r->Release(v);
+    EXPECT_TRUE(r->HeadEmpty()) << "after record " << i;
+    EXPECT_FALSE(r->HeadReady()) << "after record " << i;
+    EXPECT_EQ(r->Head(), Ring::HeadState::kEmpty);
+    ASSERT_TRUE(Produce(r, static_cast<uint32_t>(i * 37 % 300)));
+    EXPECT_FALSE(r->HeadEmpty()) << "after record " << i;
+    EXPECT_TRUE(r->HeadReady()) << "after record " << i;
+  }
+}
+
+TEST(ShmRingPollTest, ProducersCatchUpWithTheConsumerWhenTheRingLooksFull) {
+  // 16 slots, one-slot records: the producer's view of the consumer is
+  // refreshed only when the ring looks full by it. Each lap must then find
+  // the room the consumer made, and a really full ring must still be full.
+  LocalRing lr(16);
+  Ring* r = lr.ring;
+  ASSERT_NE(r, nullptr);
+  for (int lap = 0; lap < 5; ++lap) {
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE(Produce(r, 8)) << "lap " << lap << " record " << i;
+    EXPECT_FALSE(Produce(r, 8)) << "lap " << lap << ": a full ring took a record";
+    EXPECT_EQ(r->UsedSlots(), 16u);
+    // The consumer frees part of the ring: exactly that much room appears.
+    const int freed = 3 + lap;
+    for (int i = 0; i < freed; ++i) {
+      RecordView v;
+      ASSERT_TRUE(r->Peek(&v));
+      r->Release(v);
+    }
+    for (int i = 0; i < freed; ++i) ASSERT_TRUE(Produce(r, 8)) << "lap " << lap;
+    EXPECT_FALSE(Produce(r, 8));
+    // Drain everything for the next lap.
+    RecordView v;
+    while (r->Peek(&v)) r->Release(v);
+    EXPECT_EQ(r->UsedSlots(), 0u);
+  }
+  EXPECT_EQ(r->ReservedSlots(), 5u * 16 + (3 + 4 + 5 + 6 + 7));
+}
+
+TEST(ShmRingPollTest, ConsumeBatchPublishesRoomOnce) {
+  LocalRing lr(16);
+  Ring* r = lr.ring;
+  ASSERT_NE(r, nullptr);
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(Produce(r, 8));
+  int seen = 0;
+  EXPECT_EQ(r->ConsumeBatch(10,
+                            [&](const RecordView& v) {
+                              EXPECT_EQ(v.size(), 8u);
+                              ++seen;
+                            }),
+            10u);
+  EXPECT_EQ(seen, 10);
+  EXPECT_EQ(r->UsedSlots(), 6u);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(Produce(r, 8));
+  EXPECT_FALSE(Produce(r, 8));
+}
+
+}  // namespace
+}  // namespace softrdma::shm
