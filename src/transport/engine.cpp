@@ -335,8 +335,7 @@ bool Engine::DrainRing(bool by_app) {
 }
 
 bool Engine::FlushDeferredAcks() {
-  // seq_cst: the progress thread's half of the handshake in DeferAcks.
-  if (!acks_deferred_.load(std::memory_order_seq_cst)) return true;
+  if (!acks_deferred_.load(std::memory_order_relaxed)) return true;
   if (!ring_->TryLockConsumer()) return false;
   acks_deferred_.store(false, std::memory_order_relaxed);
   FlushAcks();
@@ -346,15 +345,27 @@ bool Engine::FlushDeferredAcks() {
 
 // Called by the application's drain, holding the consumer lock. Deferring is
 // allowed only while the progress thread runs or watches a polling
-// application (it then looks in within about a tick and flushes); it checks
-// acks_deferred_ after announcing any other sleep (ThreadMain). The seq_cst
-// pair makes sure one of us sees the other.
+// application (it then looks in within about a tick and flushes). Before any
+// other sleep the thread announces it and then takes the consumer lock once
+// (FlushAcksBeforeSleep): a drain that held the lock before sees the thread
+// running and defers, and the thread then finds its ACKs; a drain after it
+// sees the announcement and flushes. The lock orders the two sides, so this
+// hot side needs no fence (a locked store here drained the store buffer,
+// full of the drain's stores to lines the producers share).
 bool Engine::DeferAcks() {
-  acks_deferred_.store(true, std::memory_order_seq_cst);
-  const uint32_t state = thread_state_.load(std::memory_order_seq_cst);
-  if (state == kRunning || state == kAppPolling) return true;
-  acks_deferred_.store(false, std::memory_order_relaxed);
-  return false;
+  const uint32_t state = thread_state_.load(std::memory_order_relaxed);
+  if (state != kRunning && state != kAppPolling) return false;
+  acks_deferred_.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+void Engine::FlushAcksBeforeSleep() {
+  for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
+  if (acks_deferred_.load(std::memory_order_relaxed)) {
+    acks_deferred_.store(false, std::memory_order_relaxed);
+    FlushAcks();
+  }
+  ring_->UnlockConsumer();
 }
 
 void Engine::Dispatch(const shm::RecordView& view) {
@@ -532,10 +543,8 @@ void Engine::ThreadMain() {
       timeout = kBlockedRetryNs;
     thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
     // An application drain may have held ACKs back before it could see
-    // that we sleep (DeferAcks): they must not wait for our wake-up. Its
-    // holder releases the consumer lock soon, and drains after our store
-    // above no longer defer.
-    for (int spins = 0; !FlushDeferredAcks(); ++spins) Backoff(spins);
+    // that we sleep (DeferAcks): they must not wait for our wake-up.
+    FlushAcksBeforeSleep();
     if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
       // Sends were posted since we last looked: watch their timers.
       thread_state_.store(kRunning, std::memory_order_relaxed);

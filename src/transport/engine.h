@@ -141,6 +141,8 @@ class Engine {
   // Sends the ACKs a drain held back. false if the ring's consumer lock was
   // busy (its holder sends them at the end of its drain, or defers anew).
   bool FlushDeferredAcks();
+  // The progress thread's side of DeferAcks, after announcing a sleep.
+  void FlushAcksBeforeSleep();
   bool ServiceQps(uint64_t now, uint64_t* next_deadline);
   bool CheckTimers(uint64_t now, uint64_t* next_deadline);
   void ThreadMain();
