@@ -223,8 +223,11 @@ gid_index() {
 
 # ---------------------------------------------------------------- one measurement
 # record SUITE TEST SIZE PINNED REP RC CLIENT_FILE SERVER_FILE CMD
+# (committed with the results: the repository's path is written as <repo>)
 record() {
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$OUT/runs.tsv"
+  local row
+  row=$(printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$@")
+  printf '%s\n' "${row//"$ROOT"/<repo>}" >>"$OUT/runs.tsv"
 }
 
 # record_error SUITE TEST SIZE PINNED REP MESSAGE: a measurement that could not run.
