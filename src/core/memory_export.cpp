@@ -29,11 +29,11 @@ bool IsOurMemfd(const MapsEntry& e) {
   return e.path.rfind(kMapsPrefix, 0) == 0;
 }
 
-// Memory whose pages may be moved: private anonymous read-write memory, or
-// pages an earlier (since released) extent already moved.
+// Memory whose pages may be moved: private anonymous read-write memory.
+// (Pages of a live extent are handled before this; released ones are
+// private again.)
 bool Movable(const MapsEntry& e) {
-  if (!e.read || !e.write || e.exec) return false;
-  if (e.shared) return IsOurMemfd(e);
+  if (!e.read || !e.write || e.exec || e.shared) return false;
   return e.path.empty() || e.path == "[heap]";
 }
 

@@ -171,7 +171,9 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
     parts[1] = iovec{qp.inline_slot(index), w.total_len};
     nlocal = w.total_len ? 1 : 0;
   } else {
-    nlocal = ResolveLocal(engine, qp, index, w, parts + 1, extents);
+    // The extents matter only to a pull (a message above the inline limit).
+    const bool may_pull = w.total_len > GetConfig().shm_inline_max;
+    nlocal = ResolveLocal(engine, qp, index, w, parts + 1, may_pull ? extents : nullptr);
     if (nlocal < 0) return TxResult::kFailed;
   }
 

@@ -9,6 +9,7 @@
 #include "core/limits.h"
 #include "core/qp_state_machine.h"
 #include "transport/engine.h"
+#include "transport/iov_slice.h"
 #include "transport/recv_source.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
@@ -87,27 +88,6 @@ void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iove
 }
 
 enum class PullResult { kOk, kRefused, kFault };
-
-// Copies the iovec list `src` into the iovec list `dst` (same total length).
-void CopyIovecs(const iovec* src, int nsrc, const iovec* dst, int ndst) {
-  int d = 0;
-  size_t d_off = 0;
-  for (int s = 0; s < nsrc; ++s) {
-    const auto* from = static_cast<const uint8_t*>(src[s].iov_base);
-    size_t left = src[s].iov_len;
-    while (left && d < ndst) {
-      size_t take = std::min(left, dst[d].iov_len - d_off);
-      memcpy(static_cast<uint8_t*>(dst[d].iov_base) + d_off, from, take);
-      from += take;
-      left -= take;
-      d_off += take;
-      if (d_off == dst[d].iov_len) {
-        ++d;
-        d_off = 0;
-      }
-    }
-  }
-}
 
 // Reads the requester's message into our receive buffers: by memcpy where
 // its registered memory is mapped here, else with cross-memory attach.

@@ -26,13 +26,8 @@ namespace {
 constexpr size_t kMeg = (1 << 20) + 7;
 
 [[noreturn]] void TargetChild(int up, int down) {
-  alarm(30);
-  ibv_context* ctx = OpenSoftrdma();
-  if (!ctx) _exit(10);
-  int gid = LoopbackGidIndex(ctx);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  Conn c;
-  if (!pd || !c.Create(ctx, pd)) _exit(11);
+  ChildSide side(30);
+  auto& [ctx, gid, pd, c] = side;
   std::vector<uint8_t> wbuf(kMeg + 16, 0), rbuf(kMeg);
   for (size_t i = 0; i < rbuf.size(); ++i) rbuf[i] = static_cast<uint8_t>(i * 31 + (i >> 9));
   ibv_mr* mw = ibv_reg_mr(pd, wbuf.data(), wbuf.size(), kAllRemote);
@@ -267,13 +262,8 @@ TEST(OneSidedTwoProcesses, AtomicHammerExactSum) {
 // READs fail with REM_ACCESS_ERR — no crash on either side.
 
 [[noreturn]] void ReaderChild(int up, int down) {
-  alarm(30);
-  ibv_context* ctx = OpenSoftrdma();
-  if (!ctx) _exit(10);
-  int gid = LoopbackGidIndex(ctx);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  Conn c;
-  if (!pd || !c.Create(ctx, pd)) _exit(11);
+  ChildSide side(30);
+  auto& [ctx, gid, pd, c] = side;
   Remote target;
   if (!ReadAll(down, &target, sizeof target)) _exit(12);
   if (!c.Connect(ctx, gid, target.qpn)) _exit(13);
@@ -321,13 +311,7 @@ TEST(OneSidedTwoProcesses, DeregWhilePeerReads) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   // The region is gone for every initiator: the memory may go away now.
   ASSERT_EQ(munmap(mem, len), 0);
-  int st = 0;
-  uint64_t deadline = NowMs() + 20000;
-  while (waitpid(child, &st, WNOHANG) == 0 && NowMs() < deadline) {
-    ibv_wc wc;
-    ibv_poll_cq(c.cq, 1, &wc);  // progress for the two-copy path
-    usleep(200);
-  }
+  int st = WaitChildPolling(child, c.cq);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
   ibv_destroy_qp(c.qp);
   ibv_destroy_cq(c.cq);

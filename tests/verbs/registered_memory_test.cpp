@@ -226,13 +226,8 @@ struct TargetInfo {
 enum Step : char { kCheckA = 'a', kDropFirst = 'd', kCheckB = 'b', kRenew = 'n', kCheckC = 'c' };
 
 [[noreturn]] void ReregTarget(int up, int down) {
-  alarm(30);
-  ibv_context* ctx = OpenSoftrdma();
-  if (!ctx) _exit(10);
-  int gid = LoopbackGidIndex(ctx);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  Conn c;
-  if (!pd || !c.Create(ctx, pd)) _exit(11);
+  ChildSide side(30);
+  auto& [ctx, gid, pd, c] = side;
   const size_t len = 4 * kPage;
   auto* buf = static_cast<uint8_t*>(
       mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -344,13 +339,7 @@ TEST(RegisteredMemoryTwoProcesses, PeerFollowsRegistrations) {
   EXPECT_EQ(run(IBV_WR_RDMA_WRITE, "EEEEEEEE", info.r[0], 0), IBV_WC_REM_ACCESS_ERR);
 
   close(child.to_child);  // the target exits
-  int st = 0;
-  uint64_t deadline = NowMs() + 20000;
-  while (waitpid(child.pid, &st, WNOHANG) == 0 && NowMs() < deadline) {
-    ibv_wc wc;
-    ibv_poll_cq(c.cq, 1, &wc);  // progress for the two-copy path
-    usleep(200);
-  }
+  int st = WaitChildPolling(child.pid, c.cq);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
   close(child.from_child);
   ibv_dereg_mr(ml);

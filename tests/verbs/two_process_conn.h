@@ -3,6 +3,9 @@
 // and posting one WR and waiting for its completion.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -73,6 +76,40 @@ inline int RunOne(Conn& c, ibv_wr_opcode op, ibv_sge* sg, int n, uint64_t raddr,
   if (PostOne(c.qp, op, sg, n, raddr, rkey, compare_add, swap)) return -1;
   auto wc = PollN(c.cq, 1, 10000);
   return wc.size() == 1 ? wc[0].status : -1;
+}
+
+// The usual start of a child process: bounded by an alarm, the device open,
+// its loopback GID, a PD and one connection in INIT. Exits with 10 / 11 if
+// any of it fails.
+struct ChildSide {
+  ibv_context* ctx = nullptr;
+  int gid = -1;
+  ibv_pd* pd = nullptr;
+  Conn c;
+  explicit ChildSide(unsigned alarm_s) {
+    alarm(alarm_s);
+    ctx = OpenSoftrdma();
+    if (!ctx) _exit(10);
+    gid = LoopbackGidIndex(ctx);
+    pd = ibv_alloc_pd(ctx);
+    if (!pd || !c.Create(ctx, pd)) _exit(11);
+  }
+};
+
+// Waits (at most timeout_ms) for the child `pid` to exit while polling `cq`,
+// so that our side of the two-copy path keeps making progress; returns its
+// wait status, or -1 if it did not exit in time (which no WIFEXITED check
+// accepts; the child's own alarm ends it).
+inline int WaitChildPolling(pid_t pid, ibv_cq* cq, uint64_t timeout_ms = 20000) {
+  int st = 0;
+  const uint64_t deadline = NowMs() + timeout_ms;
+  while (NowMs() < deadline) {
+    if (waitpid(pid, &st, WNOHANG) == pid) return st;
+    ibv_wc wc;
+    ibv_poll_cq(cq, 1, &wc);
+    usleep(200);
+  }
+  return -1;
 }
 
 }  // namespace softrdma::test
