@@ -113,65 +113,18 @@ bool MrTable::HasWindows(uint32_t lkey) const {
   return e.live && !e.window && e.lkey == lkey && e.windows != 0;
 }
 
-int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey, uint64_t addr, uint64_t len,
-                               uint32_t pd_id, uint32_t needed_access, uint32_t qpn,
-                               uint64_t* host_addr, const MrEntry** held, uint32_t* extent) {
-  uint32_t index = rkey >> 8;
-  if (index == 0 || index >= kCapacity) return EINVAL;
-  const MrEntry& e = entries[index];
-  for (;;) {
-    uint32_t s1 = e.seq.load(std::memory_order_acquire);
-    if (s1 & 1) continue;
-    uint32_t k = SeqlockLoad(&e.rkey), live = SeqlockLoad(&e.live);
-    uint32_t entry_pd = SeqlockLoad(&e.pd_id), access = SeqlockLoad(&e.access);
-    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length),
-             base = SeqlockLoad(&e.host_addr);
-    uint32_t window = SeqlockLoad(&e.window), bound_qpn = SeqlockLoad(&e.qpn);
-    uint32_t extent_slot = SeqlockLoad(&e.extent);
-    if (e.seq.load(std::memory_order_relaxed) != s1) continue;
-    if (live == 0 || k != rkey) return EINVAL;
-    if (entry_pd != pd_id) return EACCES;
-    if (window == 2 && bound_qpn != qpn) return EACCES;  // type 2: only through its QP
-    if ((access & needed_access) != needed_access) return EACCES;
-    if (addr < iova || len > length || addr - iova > length - len) return ERANGE;
-    // Count ourselves in, then make sure the region was not invalidated in
-    // between (deregistration invalidates first, then waits for the count).
-    e.inflight.fetch_add(1, std::memory_order_seq_cst);
-    if (e.seq.load(std::memory_order_seq_cst) != s1) {
-      e.inflight.fetch_sub(1, std::memory_order_release);
-      continue;  // changed: look again (it is most likely gone now)
-    }
-    *host_addr = base + (addr - iova);
-    *held = &e;
-    if (extent) *extent = extent_slot;
-    return 0;
-  }
+MrSnapshot ReadMrEntrySlow(const MrEntry& e) {
+  MrSnapshot s;
+  while (!TryReadMrEntry(e, &s)) __builtin_ia32_pause();
+  return s;
 }
 
-int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
-                    uint32_t needed_access, uint64_t* host_addr, uint32_t qpn) const {
-  uint32_t index = key >> 8;
-  if (index == 0 || index >= kCapacity) return EINVAL;
-  const MrEntry& e = entries_[index];
-  for (;;) {
-    uint32_t s1 = e.seq.load(std::memory_order_acquire);
-    if (s1 & 1) continue;
-    uint32_t k = SeqlockLoad(kind == KeyKind::kLocal ? &e.lkey : &e.rkey);
-    uint32_t live = SeqlockLoad(&e.live);
-    uint32_t entry_pd = SeqlockLoad(&e.pd_id), access = SeqlockLoad(&e.access);
-    uint64_t iova = SeqlockLoad(&e.iova), length = SeqlockLoad(&e.length),
-             base = SeqlockLoad(&e.host_addr);
-    uint32_t window = SeqlockLoad(&e.window), bound_qpn = SeqlockLoad(&e.qpn);
-    if (e.seq.load(std::memory_order_relaxed) != s1) continue;
-    // A window has no lkey (its lkey field is a former MR's, kept for key freshness).
-    if (live == 0 || k != key || (window && kind == KeyKind::kLocal)) return EINVAL;
-    if (entry_pd != pd_id) return EACCES;
-    if (window == 2 && bound_qpn != qpn) return EACCES;
-    if ((access & needed_access) != needed_access) return EACCES;
-    if (addr < iova || len > length || addr - iova > length - len) return ERANGE;
-    *host_addr = base + (addr - iova);
-    return 0;
-  }
+int MrTable::BeginRemoteAccessAgain(const MrEntry* entries, uint32_t rkey, uint64_t addr,
+                                    uint64_t len, uint32_t pd_id, uint32_t needed_access,
+                                    uint32_t qpn, uint64_t* host_addr, const MrEntry** held,
+                                    uint32_t* extent) {
+  return BeginRemoteAccess(entries, rkey, addr, len, pd_id, needed_access, qpn, host_addr, held,
+                           extent);
 }
 
 // ---------------------------------------------------------------- windows

@@ -10,9 +10,11 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
+#include "util/seqlock.h"
 #include "util/spinlock.h"
 
 namespace softrdma {
@@ -129,6 +131,11 @@ class MrTable {
   // The table itself (for BeginRemoteAccess by the owner's responder, which
   // must hold the region against deregistration while it copies).
   const MrEntry* entries() const { return entries_; }
+  // BeginRemoteAccess after the entry changed under it (out of line).
+  static int BeginRemoteAccessAgain(const MrEntry* entries, uint32_t rkey, uint64_t addr,
+                                    uint64_t len, uint32_t pd_id, uint32_t needed_access,
+                                    uint32_t qpn, uint64_t* host_addr, const MrEntry** held,
+                                    uint32_t* extent);
   static void EndRemoteAccess(const MrEntry& held) {
     held.inflight.fetch_sub(1, std::memory_order_release);
   }
@@ -144,5 +151,96 @@ class MrTable {
   uint32_t next_index_ = 1;
   uint32_t type2_windows_ = 0;  // allocated type 2 windows: skip the scan when 0
 };
+
+// The lookups run on every posted WR and every one-sided access: inline,
+// and straight-line (one seqlock read attempt; a retry goes out of line), so
+// that the compiler keeps the entry's fields in registers.
+
+// A consistent copy of the fields a key check needs.
+struct MrSnapshot {
+  uint32_t seq, lkey, rkey, pd_id, access, live, window, qpn, extent;
+  uint64_t iova, length, host_addr;
+};
+
+// One attempt at a seqlock read; false = the entry was being changed.
+[[gnu::always_inline]] inline bool TryReadMrEntry(const MrEntry& e, MrSnapshot* s) {
+  s->seq = e.seq.load(std::memory_order_acquire);
+  s->lkey = SeqlockLoad(&e.lkey);
+  s->rkey = SeqlockLoad(&e.rkey);
+  s->live = SeqlockLoad(&e.live);
+  s->pd_id = SeqlockLoad(&e.pd_id);
+  s->access = SeqlockLoad(&e.access);
+  s->iova = SeqlockLoad(&e.iova);
+  s->length = SeqlockLoad(&e.length);
+  s->host_addr = SeqlockLoad(&e.host_addr);
+  s->window = SeqlockLoad(&e.window);
+  s->qpn = SeqlockLoad(&e.qpn);
+  s->extent = SeqlockLoad(&e.extent);
+  return !(s->seq & 1) && e.seq.load(std::memory_order_relaxed) == s->seq;
+}
+// Retries until the read is consistent (mr_table.cpp).
+MrSnapshot ReadMrEntrySlow(const MrEntry& e);
+[[gnu::always_inline]] inline void ReadMrEntry(const MrEntry& e, MrSnapshot* s) {
+  if (!TryReadMrEntry(e, s)) [[unlikely]]
+    *s = ReadMrEntrySlow(e);
+}
+
+// The checks of Lookup / BeginRemoteAccess on a snapshot.
+[[gnu::always_inline]] inline int CheckMrSnapshot(const MrSnapshot& s, KeyKind kind, uint32_t key,
+                                                  uint64_t addr, uint64_t len, uint32_t pd_id,
+                                                  uint32_t needed_access, uint32_t qpn) {
+  // A window has no lkey (its lkey field is a former MR's, kept for key freshness).
+  if (kind == KeyKind::kLocal) {
+    if (s.live == 0 || s.lkey != key || s.window) return EINVAL;
+  } else if (s.live == 0 || s.rkey != key) {
+    return EINVAL;
+  }
+  if (s.pd_id != pd_id) return EACCES;
+  if (s.window == 2 && s.qpn != qpn) return EACCES;  // type 2: only through its QP
+  if ((s.access & needed_access) != needed_access) return EACCES;
+  if (addr < s.iova || len > s.length || addr - s.iova > s.length - len) return ERANGE;
+  return 0;
+}
+
+[[gnu::always_inline]] inline int MrTable::BeginRemoteAccess(const MrEntry* entries, uint32_t rkey,
+                                                             uint64_t addr, uint64_t len,
+                                                             uint32_t pd_id, uint32_t needed_access,
+                                                             uint32_t qpn, uint64_t* host_addr,
+                                                             const MrEntry** held,
+                                                             uint32_t* extent) {
+  uint32_t index = rkey >> 8;
+  if (index == 0 || index >= kCapacity) return EINVAL;
+  const MrEntry& e = entries[index];
+  MrSnapshot s;
+  ReadMrEntry(e, &s);
+  if (int rc = CheckMrSnapshot(s, KeyKind::kRemote, rkey, addr, len, pd_id, needed_access, qpn))
+    return rc;
+  // Count ourselves in, then make sure the region was not invalidated in
+  // between (deregistration invalidates first, then waits for the count).
+  e.inflight.fetch_add(1, std::memory_order_seq_cst);
+  if (e.seq.load(std::memory_order_seq_cst) != s.seq) [[unlikely]] {
+    e.inflight.fetch_sub(1, std::memory_order_release);
+    // Changed: look again (it is most likely gone now).
+    return BeginRemoteAccessAgain(entries, rkey, addr, len, pd_id, needed_access, qpn, host_addr,
+                                  held, extent);
+  }
+  *host_addr = s.host_addr + (addr - s.iova);
+  *held = &e;
+  if (extent) *extent = s.extent;
+  return 0;
+}
+
+[[gnu::always_inline]] inline int MrTable::Lookup(KeyKind kind, uint32_t key, uint64_t addr,
+                                                  uint64_t len, uint32_t pd_id,
+                                                  uint32_t needed_access, uint64_t* host_addr,
+                                                  uint32_t qpn) const {
+  uint32_t index = key >> 8;
+  if (index == 0 || index >= kCapacity) return EINVAL;
+  MrSnapshot s;
+  ReadMrEntry(entries_[index], &s);
+  if (int rc = CheckMrSnapshot(s, kind, key, addr, len, pd_id, needed_access, qpn)) return rc;
+  *host_addr = s.host_addr + (addr - s.iova);
+  return 0;
+}
 
 }  // namespace softrdma

@@ -43,16 +43,28 @@ inline void PublishQpEntry(PublishedQp& e, const QpSnapshot& s) {
   e.seq.store(seq + 2, std::memory_order_release);
 }
 
-// Reader side: retries while the owner is changing the entry.
-inline QpSnapshot ReadQpEntry(const PublishedQp& e) {
-  for (;;) {
-    uint32_t s1 = e.seq.load(std::memory_order_acquire);
-    if (s1 & 1) continue;
-    QpSnapshot s{SeqlockLoad(&e.owner_slot), SeqlockLoad(&e.owner_gen), SeqlockLoad(&e.pd_id),
-                 SeqlockLoad(&e.access),     SeqlockLoad(&e.state),     SeqlockLoad(&e.dest_qpn),
-                 SeqlockLoad(&e.type)};
-    if (e.seq.load(std::memory_order_relaxed) == s1) return s;
-  }
+// Reader side: one attempt; false = the owner was changing the entry.
+// Straight-line so that callers on the post path keep it in registers.
+[[gnu::always_inline]] inline bool TryReadQpEntry(const PublishedQp& e, QpSnapshot* s) {
+  uint32_t s1 = e.seq.load(std::memory_order_acquire);
+  *s = QpSnapshot{SeqlockLoad(&e.owner_slot), SeqlockLoad(&e.owner_gen), SeqlockLoad(&e.pd_id),
+                  SeqlockLoad(&e.access),     SeqlockLoad(&e.state),     SeqlockLoad(&e.dest_qpn),
+                  SeqlockLoad(&e.type)};
+  return !(s1 & 1) && e.seq.load(std::memory_order_relaxed) == s1;
+}
+
+// Retries while the owner is changing the entry.
+[[gnu::noinline]] inline QpSnapshot ReadQpEntrySlow(const PublishedQp& e) {
+  QpSnapshot s;
+  while (!TryReadQpEntry(e, &s)) __builtin_ia32_pause();
+  return s;
+}
+
+[[gnu::always_inline]] inline QpSnapshot ReadQpEntry(const PublishedQp& e) {
+  QpSnapshot s;
+  if (TryReadQpEntry(e, &s)) [[likely]]
+    return s;
+  return ReadQpEntrySlow(e);
 }
 
 }  // namespace softrdma

@@ -124,6 +124,7 @@ Status Registry::Open(Registry* out) {
     }
   }
   out->layout_ = l;
+  out->published_qps_ = l->published_qps;
   out->bytes_ = bytes;
   return Status::Ok();
 }
@@ -206,10 +207,6 @@ void Registry::FreeQpn(ProcRef owner, uint32_t qpn) {
   if (qpn >= kQpnTableSize) return;
   uint64_t expected = PackQpn(owner);
   layout_->qpn_owner[qpn].compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
-}
-
-PublishedQp* Registry::published_qp(uint32_t qpn) const {
-  return qpn < kQpnTableSize ? &layout_->published_qps[qpn] : nullptr;
 }
 
 std::atomic<uint32_t>* Registry::atomic_lock_words() const {

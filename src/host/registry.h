@@ -68,7 +68,9 @@ class Registry {
 
   // One-sided operations: the published attributes of a QP (nullptr for a
   // QPN out of range) and the host-wide atomic lock words.
-  PublishedQp* published_qp(uint32_t qpn) const;
+  PublishedQp* published_qp(uint32_t qpn) const {  // inline: read on every one-sided post
+    return qpn < kQpnTableSize ? &published_qps_[qpn] : nullptr;
+  }
   std::atomic<uint32_t>* atomic_lock_words() const;
 
   // Name of the shm object holding a process's ring and MR table.
@@ -79,7 +81,8 @@ class Registry {
   struct Layout;
   bool EntryAlive(uint32_t slot, uint64_t owner_word) const;
   Layout* layout_ = nullptr;
-  uint64_t self_start_time_ = 0;  // recorded by AttachProcess: our own entries are alive
+  PublishedQp* published_qps_ = nullptr;  // inside *layout_
+  uint64_t self_start_time_ = 0;          // recorded by AttachProcess: our own entries are alive
   size_t bytes_ = 0;
 };
 

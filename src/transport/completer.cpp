@@ -74,16 +74,21 @@ void Rewind(Qp& qp) {
 
 }  // namespace
 
-void CompleteSend(Qp& qp, const SendWqe& w, ibv_wc_status status) {
+void CompleteSendWr(Qp& qp, uint64_t wr_id, ibv_wr_opcode opcode, uint32_t byte_len,
+                    ibv_wc_status status) {
   ibv_wc wc{};
-  wc.wr_id = w.wr_id;
+  wc.wr_id = wr_id;
   wc.status = status;
-  wc.opcode = SendWcOpcode(w.opcode);
-  wc.byte_len = w.total_len;
+  wc.opcode = SendWcOpcode(opcode);
+  wc.byte_len = byte_len;
   wc.qp_num = qp.qpx.qp_base.qp_num;
-  if (w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+  if (opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
     wc.wc_flags = IBV_WC_WITH_IMM;
   qp.send_cq->Push(wc, status != IBV_WC_SUCCESS);
+}
+
+void CompleteSend(Qp& qp, const SendWqe& w, ibv_wc_status status) {
+  CompleteSendWr(qp, w.wr_id, w.opcode, w.total_len, status);
 }
 
 void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status) {

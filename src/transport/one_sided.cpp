@@ -54,22 +54,53 @@ bool StateAcceptsRequests(uint32_t s) {
   return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
 }
 
-// The WQE's local SGEs as iovecs; READ/atomic results need LOCAL_WRITE.
-int ResolveLocalSges(Engine& engine, Qp& qp, uint32_t index, uint32_t access, iovec* out) {
+// A one-sided operation as direct execution needs it: taken from a queued
+// WQE, or straight from the WR at post time (ExecuteAtPost).
+struct DirectOp {
+  ibv_wr_opcode opcode;
+  uint32_t total_len;
+  uint32_t rkey;
+  uint64_t remote_addr;
+  uint64_t compare_add;
+  uint64_t swap;
+  // The local buffers: the WQE's inline copy, or SGEs. `sges_are_inline`:
+  // the WR's own IBV_SEND_INLINE buffers at post time, used without an lkey.
+  const uint8_t* inline_copy;
+  const ibv_sge* sge;
+  uint32_t num_sge;
+  bool sges_are_inline;
+};
+
+DirectOp DirectOpOf(Qp& qp, uint32_t index) {
   const SendWqe& w = qp.sq.at(index);
-  if (w.is_inline) {
-    out[0] = iovec{qp.inline_slot(index), w.total_len};
-    return w.total_len ? 1 : 0;
+  return DirectOp{w.opcode,
+                  w.total_len,
+                  w.rkey,
+                  w.remote_addr,
+                  w.compare_add,
+                  w.swap,
+                  w.is_inline ? qp.inline_slot(index) : nullptr,
+                  qp.sq.sge_of(index),
+                  w.num_sge,
+                  false};
+}
+
+// The operation's local buffers as iovecs; READ/atomic results need LOCAL_WRITE.
+[[gnu::always_inline]] inline int ResolveLocalSges(Engine& engine, const Qp& qp, const DirectOp& op,
+                                                   uint32_t access, iovec* out) {
+  if (op.inline_copy) {
+    out[0] = iovec{const_cast<uint8_t*>(op.inline_copy), op.total_len};
+    return op.total_len ? 1 : 0;
   }
-  const ibv_sge* sge = qp.sq.sge_of(index);
   int n = 0;
-  for (uint32_t i = 0; i < w.num_sge; ++i) {
-    if (sge[i].length == 0) continue;
-    uint64_t host = 0;
-    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
-                                 qp.pd->id, access, &host) != 0)
+  for (uint32_t i = 0; i < op.num_sge; ++i) {
+    const ibv_sge& sge = op.sge[i];
+    if (sge.length == 0) continue;
+    uint64_t host = sge.addr;
+    if (!op.sges_are_inline && engine.mr_table().Lookup(KeyKind::kLocal, sge.lkey, sge.addr,
+                                                        sge.length, qp.pd->id, access, &host) != 0)
       return -1;
-    out[n++] = iovec{reinterpret_cast<void*>(host), sge[i].length};
+    out[n++] = iovec{reinterpret_cast<void*>(host), sge.length};
   }
   return n;
 }
@@ -111,12 +142,19 @@ bool CrossMemoryAttach(const PeerLink& peer) {
 // neither is possible.
 int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, uint64_t addr,
               uint64_t len, bool write) {
+  if (mapped && nlocal == 1) {  // the common case: one buffer, mapped
+    // memmove: a WRITE/READ between QPs of one process may overlap itself.
+    if (write)
+      memmove(mapped, local[0].iov_base, len);
+    else
+      memmove(local[0].iov_base, mapped, len);
+    return 0;
+  }
   if (!mapped && !CrossMemoryAttach(peer)) return ENOSYS;
   if (!mapped && peer.pid == SelfPid()) mapped = reinterpret_cast<uint8_t*>(addr);
   if (mapped) {
     uint8_t* p = mapped;
     for (int i = 0; i < nlocal; ++i) {
-      // memmove: a WRITE/READ between QPs of one process may overlap itself.
       if (write)
         memmove(p, local[i].iov_base, local[i].iov_len);
       else
@@ -132,9 +170,10 @@ int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, u
   return n < 0 ? errno : EFAULT;
 }
 
-// Executes the WQE at the head of the SQ against the peer's memory.
-Direct ExecuteDirect(Engine& engine, Qp& qp, uint32_t index, ibv_wc_status* status) {
-  SendWqe& w = qp.sq.at(index);
+// Executes the operation against the peer's memory (the head of the SQ, or
+// a WR posted to an idle SQ).
+[[gnu::always_inline]] inline Direct ExecuteDirect(Engine& engine, Qp& qp, const DirectOp& w,
+                                                   ibv_wc_status* status) {
   PeerLink& peer = *qp.peer;
   const PublishedQp* pub = engine.registry().published_qp(qp.attr.dest_qp_num);
   if (!pub) return Direct::kUseRing;
@@ -149,7 +188,7 @@ Direct ExecuteDirect(Engine& engine, Qp& qp, uint32_t index, ibv_wc_status* stat
   const uint64_t len = w.total_len;
   const bool to_peer = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   iovec local[limits::kMaxSge];
-  int nlocal = ResolveLocalSges(engine, qp, index, to_peer ? 0 : IBV_ACCESS_LOCAL_WRITE, local);
+  int nlocal = ResolveLocalSges(engine, qp, w, to_peer ? 0 : IBV_ACCESS_LOCAL_WRITE, local);
   if (nlocal < 0) {
     *status = IBV_WC_LOC_PROT_ERR;
     return Direct::kFailed;
@@ -236,7 +275,7 @@ OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
     return engine.SendGather(*qp.peer, h, parts, 2) ? OneSidedTx::kSent : OneSidedTx::kBlocked;
   }
   iovec local[limits::kMaxSge];
-  int nlocal = ResolveLocalSges(engine, qp, index, 0, local);
+  int nlocal = ResolveLocalSges(engine, qp, DirectOpOf(qp, index), 0, local);
   if (nlocal < 0) return OneSidedTx::kFailed;
   // WRITE data: in one record when small, else in fragments, resuming where
   // a full ring stopped us.
@@ -316,7 +355,7 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
     // Runs only at the head, so that it completes in SQ order at once.
     if (index != qp.sq.tail) return OneSidedTx::kWait;
     ibv_wc_status status = IBV_WC_SUCCESS;
-    Direct d = ExecuteDirect(engine, qp, index, &status);
+    Direct d = ExecuteDirect(engine, qp, DirectOpOf(qp, index), &status);
     if (d == Direct::kFailed) {
       FailSendHead(engine, qp, status);
       if (status == IBV_WC_REM_ACCESS_ERR) NotifyRemoteError(engine, qp);
@@ -346,6 +385,36 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
     if (outstanding >= std::max<uint32_t>(qp.attr.max_rd_atomic, 1)) return OneSidedTx::kWait;
   }
   return SendRequest(engine, qp, index, false);
+}
+
+bool ExecuteAtPost(Engine& engine, Qp& qp, const ibv_send_wr& wr, uint32_t total_len) {
+  // Exactly where the queued WQE would be executed directly at once: an RC
+  // QP in RTS whose send queue is idle (so nothing earlier is outstanding,
+  // and a fence has nothing to wait for) and whose peer is resolved and
+  // reachable without its ring. WRITE_WITH_IMM needs a record: queued.
+  if (qp.type != IBV_QPT_RC || qp.state != IBV_QPS_RTS || qp.sq.head != qp.sq.tail ||
+      qp.rnr_wait_until_ns || !qp.peer)
+    return false;
+  if (!IsOneSided(wr.opcode) || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return false;
+  if (!qp.peer->mappings && !CrossMemoryAttach(*qp.peer)) return false;
+  const bool atomic = IsAtomic(wr.opcode);
+  DirectOp op{wr.opcode,
+              total_len,
+              atomic ? wr.wr.atomic.rkey : wr.wr.rdma.rkey,
+              atomic ? wr.wr.atomic.remote_addr : wr.wr.rdma.remote_addr,
+              atomic ? wr.wr.atomic.compare_add : 0,
+              atomic ? wr.wr.atomic.swap : 0,
+              nullptr,
+              wr.sg_list,
+              static_cast<uint32_t>(wr.num_sge),
+              (wr.send_flags & IBV_SEND_INLINE) != 0};
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  // Anything but success is left to the queued path, which runs the same
+  // checks again and reports what it finds (a failure moved no data).
+  if (ExecuteDirect(engine, qp, op, &status) != Direct::kDone) return false;
+  if (qp.sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED))
+    CompleteSendWr(qp, wr.wr_id, wr.opcode, total_len, IBV_WC_SUCCESS);
+  return true;
 }
 
 // ---------------------------------------------------------------- responder
@@ -580,7 +649,7 @@ void OnOneSidedResponse(Engine& engine, Qp& qp, const wire::RecordHeader& resp,
   qp.retries_left = qp.attr.retry_cnt;
   if (read && resp.frag_offset != w.rx_offset) return;  // a duplicate piece
   iovec local[limits::kMaxSge];
-  int nlocal = ResolveLocalSges(engine, qp, index, IBV_ACCESS_LOCAL_WRITE, local);
+  int nlocal = ResolveLocalSges(engine, qp, DirectOpOf(qp, index), IBV_ACCESS_LOCAL_WRITE, local);
   if (nlocal < 0 || (!read && (nlocal != 1 || resp.payload_len != 8))) {
     RetireAcked(qp, resp.psn, /*inclusive=*/false);
     if (qp.sq.tail == index) FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);

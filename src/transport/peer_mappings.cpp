@@ -21,8 +21,7 @@ PeerMappings::~PeerMappings() {
     if (cache[i].id.load(std::memory_order_relaxed)) munmap(cache[i].local, cache[i].length);
 }
 
-uint8_t* PeerMappings::Resolve(uint32_t slot, uint64_t host, uint64_t len) {
-  if (slot == 0 || slot >= ExtentTable::kSlots) return nullptr;
+uint8_t* PeerMappings::ResolveSlow(uint32_t slot, uint64_t host, uint64_t len) {
   const ExportedExtent& x = table_->slots[slot];
   const uint64_t id = x.id.load(std::memory_order_acquire);
   if (id == 0 || host < x.base || len > x.length || host - x.base > x.length - len) return nullptr;

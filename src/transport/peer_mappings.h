@@ -34,7 +34,22 @@ class PeerMappings {
   // Where [host, host+len) of the peer's memory is mapped here, if it lies in
   // the peer's extent `slot` and that extent can be mapped; nullptr otherwise
   // (the caller then uses cross-memory attach or the ring).
-  uint8_t* Resolve(uint32_t slot, uint64_t host, uint64_t len);
+  // Inline for the common case (the extent is mapped and nothing was
+  // released since the last look); the rest is ResolveSlow.
+  [[gnu::always_inline]] uint8_t* Resolve(uint32_t slot, uint64_t host, uint64_t len) {
+    if (slot == 0 || slot >= ExtentTable::kSlots) return nullptr;
+    const ExportedExtent& x = table_->slots[slot];
+    Cached* cache = cache_ptr_.load(std::memory_order_acquire);
+    const uint64_t id = x.id.load(std::memory_order_acquire);
+    // seq_cst: a pin taken before this load and a Drop's clear-then-check of
+    // pins_ cannot both miss each other (a plain load on x86).
+    if (cache && id != 0 && cache[slot].id.load(std::memory_order_seq_cst) == id &&
+        table_->retired.load(std::memory_order_acquire) ==
+            seen_retired_.load(std::memory_order_relaxed) &&
+        host >= x.base && len <= x.length && host - x.base <= x.length - len)
+      return cache[slot].local + (host - x.base);
+    return ResolveSlow(slot, host, len);
+  }
 
   // Keeps every mapping resolved while it lives from being unmapped.
   class Pinned {
@@ -58,6 +73,7 @@ class PeerMappings {
     uint8_t* local = nullptr;
     uint64_t length = 0;
   };
+  uint8_t* ResolveSlow(uint32_t slot, uint64_t host, uint64_t len);
   // Maps the extent in `slot` (mutex_ held). Returns false if it cannot.
   bool MapSlot(uint32_t slot, uint64_t id);
   // Unmaps cached extents the peer has released (mutex_ held).

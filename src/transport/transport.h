@@ -56,6 +56,9 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
 // Completes the SQ head with `status` (always reported) and moves the QP to ERR.
 void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status);
 void CompleteSend(Qp& qp, const SendWqe& wqe, ibv_wc_status status);
+// The same for a WR that never became a WQE (ExecuteAtPost).
+void CompleteSendWr(Qp& qp, uint64_t wr_id, ibv_wr_opcode opcode, uint32_t byte_len,
+                    ibv_wc_status status);
 
 // --- responder (responder.cpp)
 int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
@@ -89,6 +92,11 @@ enum class OneSidedTx {
   kStopped,  // completed with an error: the QP is in ERR
 };
 OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index);
+// Post time: executes a validated one-sided WR at once, without queueing
+// it, where TransmitOneSided would execute it directly as the head of the
+// SQ; completes it if signaled. false = not done: queue it as usual (which
+// also reports any error).
+bool ExecuteAtPost(Engine& engine, Qp& qp, const ibv_send_wr& wr, uint32_t total_len);
 // Responder side of kWrite/kRead/kAtomic/kRemoteError records. Returns true
 // if an ACK must be sent.
 bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,

@@ -298,6 +298,95 @@ TEST_F(OneSided, CompletionsInOrderAndReadSeesEarlierWrite) {
   ASSERT_EQ(PollN(cq_b, 1).size(), 1u);
 }
 
+// A one-sided WR posted to an idle send queue is executed by ibv_post_send
+// itself; one posted behind a waiting WQE must wait its turn.
+TEST_F(OneSided, WriteBehindRnrBlockedSendDoesNotOvertakeIt) {
+  std::vector<uint8_t> src(256), dst(256, 0), msg(16), rbuf(16);
+  Fill(src, 31);
+  ibv_mr* ms = Reg(src.data(), src.size());
+  ibv_mr* md = Reg(dst.data(), dst.size(), kAllRemote);
+  ibv_mr* mm = Reg(msg.data(), msg.size());
+  ibv_mr* mr = Reg(rbuf.data(), rbuf.size());
+  ibv_sge m{reinterpret_cast<uintptr_t>(msg.data()), 16, mm->lkey};
+  ibv_sge s{reinterpret_cast<uintptr_t>(src.data()), 256, ms->lkey};
+  // No receive at b: the SEND meets RNR NAKs and stays at the head.
+  ASSERT_EQ(PostSend(a, 1, &m, 1), 0);
+  ASSERT_EQ(PostRdma(a, IBV_WR_RDMA_WRITE, &s, 1, reinterpret_cast<uintptr_t>(dst.data()), md->rkey,
+                     IBV_SEND_SIGNALED, 2),
+            0);
+  EXPECT_TRUE(PollN(cq_a, 1, 50).empty());
+  EXPECT_EQ(dst, std::vector<uint8_t>(256, 0));  // not written ahead of the SEND
+  ibv_sge rs{reinterpret_cast<uintptr_t>(rbuf.data()), 16, mr->lkey};
+  ASSERT_EQ(PostRecv(b, 9, &rs, 1), 0);
+  auto wc = PollN(cq_a, 2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  EXPECT_EQ(wc[1].opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(wc[1].byte_len, 256u);
+  for (auto& w : wc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(dst, src);
+}
+
+// A chain: the first WRITE runs at post time, the second fails its rkey
+// check (error completion, QP in ERR), the third is flushed and writes nothing.
+TEST_F(OneSided, ChainWithBadRkeyInTheMiddle) {
+  std::vector<uint8_t> src(64), dst(192, 0);
+  Fill(src, 41);
+  ibv_mr* ms = Reg(src.data(), src.size());
+  ibv_mr* md = Reg(dst.data(), dst.size(), kAllRemote);
+  ibv_sge s{reinterpret_cast<uintptr_t>(src.data()), 64, ms->lkey};
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst.data());
+  ibv_send_wr wr[3]{};
+  for (int i = 0; i < 3; ++i) {
+    wr[i].wr_id = 10 + i;
+    wr[i].opcode = IBV_WR_RDMA_WRITE;
+    wr[i].sg_list = &s;
+    wr[i].num_sge = 1;
+    wr[i].send_flags = i == 0 ? 0u : static_cast<unsigned>(IBV_SEND_SIGNALED);  // first: unsignaled
+    wr[i].wr.rdma.remote_addr = d + 64 * i;
+    wr[i].wr.rdma.rkey = i == 1 ? md->rkey ^ 0x55 : md->rkey;
+    wr[i].next = i < 2 ? &wr[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(a, wr, &bad), 0);
+  auto wc = PollN(cq_a, 2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].wr_id, 11u);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(wc[1].wr_id, 12u);
+  EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_TRUE(PollN(cq_a, 1, 50).empty());  // the unsignaled success stays silent
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
+  EXPECT_EQ(std::vector<uint8_t>(dst.begin() + 64, dst.end()), std::vector<uint8_t>(128, 0));
+  EXPECT_EQ(State(a), IBV_QPS_ERR);
+}
+
+// Posted to an idle SQ with sq_sig_all = 0, unsignaled WRITEs leave no
+// completion; a signaled READ after them reports its own and sees their data.
+TEST_F(OneSided, UnsignaledWritesThenSignaledRead) {
+  std::vector<uint8_t> src(32), dst(32 * 50, 0), back(32 * 50, 1);
+  ibv_mr* ms = Reg(src.data(), src.size());
+  ibv_mr* md = Reg(dst.data(), dst.size(), kAllRemote);
+  ibv_mr* mb = Reg(back.data(), back.size());
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst.data());
+  for (int i = 0; i < 50; ++i) {
+    std::fill(src.begin(), src.end(), static_cast<uint8_t>(i + 1));
+    ibv_sge s{reinterpret_cast<uintptr_t>(src.data()), 32, ms->lkey};
+    ASSERT_EQ(PostRdma(a, IBV_WR_RDMA_WRITE, &s, 1, d + 32 * i, md->rkey, 0, 100 + i), 0) << i;
+  }
+  ibv_sge r{reinterpret_cast<uintptr_t>(back.data()), 32 * 50, mb->lkey};
+  ASSERT_EQ(PostRdma(a, IBV_WR_RDMA_READ, &r, 1, d, md->rkey, IBV_SEND_SIGNALED, 7), 0);
+  auto wc = PollN(cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 7u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_TRUE(PollN(cq_a, 1, 50).empty());
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(back[32 * i], i + 1) << i;
+  EXPECT_EQ(back, dst);
+}
+
 TEST_F(OneSided, ManyOutstandingReadsAndAtomicsCompleteInOrder) {
   // More READ/atomic WRs than max_rd_atomic (1 here): the rest wait in order.
   constexpr int kN = 24;
