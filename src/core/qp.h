@@ -7,6 +7,8 @@
 // All of it is protected by `lock`. Lock order: Qp::lock before Cq's lock.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -77,26 +79,34 @@ struct RecvWqe {
 
 // A fixed-capacity FIFO of WQEs with their scatter/gather lists stored in a
 // side array (max_sge entries per WQE). Indices are free-running counters.
+// The storage is rounded up to a power of two so that an index maps to its
+// slot with a mask (no division on the post path); `capacity()` stays the
+// depth the application asked for, and `full()` holds it to that.
 template <typename Wqe>
 struct WorkQueue {
   std::vector<Wqe> wqes;
   std::vector<ibv_sge> sges;
   uint32_t max_sge = 0;
-  uint32_t head = 0;  // next free (producer)
-  uint32_t tail = 0;  // oldest live (consumer)
+  uint32_t depth = 0;  // WQEs the application may have outstanding
+  uint32_t mask = 0;   // slots - 1
+  uint32_t head = 0;   // next free (producer)
+  uint32_t tail = 0;   // oldest live (consumer)
 
-  void Init(uint32_t depth, uint32_t sge_per_wqe) {
-    wqes.resize(depth);
+  void Init(uint32_t wqe_depth, uint32_t sge_per_wqe) {
+    depth = wqe_depth;
+    const uint32_t slot_count = std::bit_ceil(std::max(wqe_depth, 1u));
+    mask = slot_count - 1;
+    wqes.resize(slot_count);
     max_sge = sge_per_wqe ? sge_per_wqe : 1;
-    sges.resize(static_cast<size_t>(depth) * max_sge);
+    sges.resize(static_cast<size_t>(slot_count) * max_sge);
   }
-  uint32_t capacity() const { return static_cast<uint32_t>(wqes.size()); }
+  uint32_t capacity() const { return depth; }
+  uint32_t slots() const { return mask + 1; }
+  uint32_t slot(uint32_t index) const { return index & mask; }
   uint32_t size() const { return head - tail; }
-  bool full() const { return size() == capacity(); }
-  Wqe& at(uint32_t index) { return wqes[index % capacity()]; }
-  ibv_sge* sge_of(uint32_t index) {
-    return &sges[static_cast<size_t>(index % capacity()) * max_sge];
-  }
+  bool full() const { return size() >= depth; }
+  Wqe& at(uint32_t index) { return wqes[index & mask]; }
+  ibv_sge* sge_of(uint32_t index) { return &sges[static_cast<size_t>(index & mask) * max_sge]; }
 };
 
 class Qp {
@@ -126,7 +136,7 @@ class Qp {
   // --- requester / completer
   WorkQueue<SendWqe> sq;
   uint32_t sq_tx = 0;               // next WQE to transmit (tail <= sq_tx <= head)
-  std::vector<uint8_t> inline_buf;  // cap.max_inline_data bytes per WQE
+  std::vector<uint8_t> inline_buf;  // cap.max_inline_data bytes per SQ slot
   uint32_t next_psn = 0;
   uint64_t rnr_wait_until_ns = 0;
   int rnr_retries_left = 0;
@@ -165,7 +175,7 @@ class Qp {
   uint32_t ud_peer_qpn = 0;
 
   uint8_t* inline_slot(uint32_t index) {
-    return inline_buf.data() + static_cast<size_t>(index % sq.capacity()) * cap.max_inline_data;
+    return inline_buf.data() + static_cast<size_t>(sq.slot(index)) * cap.max_inline_data;
   }
 };
 static_assert(offsetof(Qp, qpx) == 0);
