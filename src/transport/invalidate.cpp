@@ -52,10 +52,6 @@ int Bind(Engine& engine, Qp& qp, const SendWqe& w) {
 
 }  // namespace
 
-bool IsLocalOp(ibv_wr_opcode op) {
-  return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
-}
-
 void CaptureLocalOpWr(SendWqe& w, const ibv_send_wr& wr) {
   w.mw = nullptr;
   w.bind = {};

@@ -297,11 +297,6 @@ OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
 
 }  // namespace
 
-bool IsOneSided(ibv_wr_opcode op) {
-  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
-         IsAtomic(op);
-}
-
 int ValidateOneSidedWr(const Qp& qp, const ibv_send_wr& wr, uint64_t total) {
   (void)qp;
   if (wr.opcode == IBV_WR_RDMA_READ || IsAtomic(wr.opcode)) {

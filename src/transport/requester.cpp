@@ -61,7 +61,9 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     // A WRITE/READ/atomic to an idle SQ runs now (one_sided.cpp), saving
     // the queue's round trip; everything else, and whatever it declines,
     // is queued and transmitted in order.
-    if (ExecuteAtPost(engine, qp, *wr, static_cast<uint32_t>(total))) continue;
+    if (MayExecuteAtPost(qp, wr->opcode) &&
+        ExecuteAtPost(engine, qp, *wr, static_cast<uint32_t>(total)))
+      continue;
     uint32_t index = qp.sq.head;
     SendWqe& w = qp.sq.at(index);
     w.wr_id = wr->wr_id;
@@ -106,7 +108,7 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     queued = true;
   }
   if (queued) {
-    if (SendsFlushImmediately(qp.state)) {
+    if (qp.state != IBV_QPS_RTS && SendsFlushImmediately(qp.state)) {
       if (qp.state == IBV_QPS_SQE)
         FlushSendQueue(qp);  // the receive side keeps working
       else

@@ -76,7 +76,10 @@ void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire
              uint32_t rnr_timer = 0);
 
 // --- one-sided operations (one_sided.cpp): RDMA WRITE/READ and atomics
-bool IsOneSided(ibv_wr_opcode op);
+inline bool IsOneSided(ibv_wr_opcode op) {  // inline: asked for every WQE transmitted
+  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+         op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 // Post-time checks beyond the common ones (atomic size/alignment, inline).
 int ValidateOneSidedWr(const Qp& qp, const ibv_send_wr& wr, uint64_t total);
 // Fills the WQE's one-sided fields (remote address, keys, fence, ...).
@@ -97,6 +100,13 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index);
 // SQ; completes it if signaled. false = not done: queue it as usual (which
 // also reports any error).
 bool ExecuteAtPost(Engine& engine, Qp& qp, const ibv_send_wr& wr, uint32_t total_len);
+// The cheap part of ExecuteAtPost's conditions, inline so that a SEND does
+// not pay a call for it: the opcode, and an idle send queue.
+inline bool MayExecuteAtPost(const Qp& qp, ibv_wr_opcode op) {
+  return (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+          op == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
+         qp.sq.head == qp.sq.tail;
+}
 // Responder side of kWrite/kRead/kAtomic/kRemoteError records. Returns true
 // if an ACK must be sent.
 bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
@@ -114,7 +124,9 @@ void RetireAcked(Qp& qp, uint32_t psn, bool inclusive);
 
 // --- memory windows and invalidation (invalidate.cpp)
 // BIND_MW and LOCAL_INV: executed by the requester, no packet.
-bool IsLocalOp(ibv_wr_opcode op);
+inline bool IsLocalOp(ibv_wr_opcode op) {
+  return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
 // Fills the WQE's window/invalidation fields from the WR.
 void CaptureLocalOpWr(SendWqe& w, const ibv_send_wr& wr);
 // Executes a local operation once it is the head of the SQ (kWait before
