@@ -260,11 +260,22 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
     auto* base = static_cast<uint8_t*>(link->region.data());
     auto* hdr = reinterpret_cast<SegmentHeader*>(base);
     if (link->region.size() < kHeaderBytes ||
-        __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) != kSegmentMagic ||
-        hdr->version != kSegmentVersion ||
-        hdr->ring_offset + hdr->ring_bytes > link->region.size() ||
-        hdr->extent_offset + sizeof(ExtentTable) > link->region.size())
+        __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) != kSegmentMagic)
+      return nullptr;  // not (yet) a softrdma segment: the owner is still starting
+    if (hdr->version != kSegmentVersion) {
+      // Otherwise this shows only as a peer that never answers.
+      SOFTRDMA_LOG(kWarn,
+                   "pid %d runs a softrdma with segment layout %u, this library has %u: "
+                   "processes of different softrdma builds cannot talk",
+                   static_cast<int>(link->pid), hdr->version, kSegmentVersion);
       return nullptr;
+    }
+    if (hdr->ring_offset + hdr->ring_bytes > link->region.size() ||
+        hdr->extent_offset + sizeof(ExtentTable) > link->region.size()) {
+      SOFTRDMA_LOG(kWarn, "pid %d: its softrdma segment is smaller than its header says",
+                   static_cast<int>(link->pid));
+      return nullptr;
+    }
     link->ring = shm::Ring::Attach(base + hdr->ring_offset, hdr->ring_bytes);
     if (!link->ring) return nullptr;
     link->mrs = reinterpret_cast<const MrEntry*>(base + hdr->mr_offset);
