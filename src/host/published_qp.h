@@ -17,12 +17,16 @@ struct PublishedQp {
   uint32_t owner_slot;  // registry slot + generation of the owning process:
   uint32_t owner_gen;   // a QPN reused by another process never matches
   uint32_t pd_id;       // the owner's PD id (MR entries record the same ids)
-  uint32_t access;      // qp_access_flags (IBV_ACCESS_REMOTE_*)
+  uint32_t access;      // qp_access_flags (IBV_ACCESS_REMOTE_*) | kPublishedNoReadResources
   uint32_t state;       // ibv_qp_state
   uint32_t dest_qpn;    // the QP it is connected to (RC)
   uint32_t type;        // ibv_qp_type
 };
 static_assert(sizeof(PublishedQp) == 32);
+
+// In PublishedQp::access: the QP's max_dest_rd_atomic is 0, so it accepts no
+// READ or atomic (a bit no IBV_ACCESS_* flag uses).
+inline constexpr uint32_t kPublishedNoReadResources = 1u << 31;
 
 // A consistent copy of a published entry.
 struct QpSnapshot {

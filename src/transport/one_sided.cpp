@@ -197,6 +197,12 @@ int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, u
     *status = IBV_WC_REM_ACCESS_ERR;
     return Direct::kFailed;
   }
+  // The target's max_dest_rd_atomic is 0: a responder NAKs READ/atomic as
+  // an invalid request (rc-transport.md §4.1 rule 4).
+  if (need != IBV_ACCESS_REMOTE_WRITE && (t.access & kPublishedNoReadResources)) {
+    *status = IBV_WC_REM_INV_REQ_ERR;
+    return Direct::kFailed;
+  }
   if (len == 0 && !IsAtomic(w.opcode)) return Direct::kDone;  // no rkey check (spec)
 
   uint64_t host = 0;
@@ -353,7 +359,10 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
     Direct d = ExecuteDirect(engine, qp, DirectOpOf(qp, index), &status);
     if (d == Direct::kFailed) {
       FailSendHead(engine, qp, status);
-      if (status == IBV_WC_REM_ACCESS_ERR) NotifyRemoteError(engine, qp);
+      // The target QP enters ERR too, as after sending an access or
+      // invalid-request NAK.
+      if (status == IBV_WC_REM_ACCESS_ERR || status == IBV_WC_REM_INV_REQ_ERR)
+        NotifyRemoteError(engine, qp);
       return OneSidedTx::kStopped;
     }
     if (d == Direct::kDone) {
@@ -502,6 +511,9 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
                                                           : IBV_ACCESS_REMOTE_WRITE;
   if (!(qp.attr.qp_access_flags & need))
     return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+  // No responder resources for READ/atomic (rc-transport.md §4.1 rule 4).
+  if (need != IBV_ACCESS_REMOTE_WRITE && qp.attr.max_dest_rd_atomic == 0)
+    return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
 
   switch (req.type) {
     case wire::RecordType::kWrite: {
@@ -680,7 +692,8 @@ void PublishQp(Engine& engine, Qp& qp, bool destroyed) {
   s.owner_slot = engine.me().slot;
   s.owner_gen = engine.me().gen;
   s.pd_id = qp.pd ? qp.pd->id : 0;
-  s.access = qp.attr.qp_access_flags;
+  s.access =
+      qp.attr.qp_access_flags | (qp.attr.max_dest_rd_atomic == 0 ? kPublishedNoReadResources : 0u);
   s.state = destroyed ? IBV_QPS_RESET : qp.state;
   s.dest_qpn = qp.attr.dest_qp_num;
   s.type = qp.type;

@@ -518,6 +518,91 @@ TEST_F(OneSidedErrors, WrongPd) {
   ibv_dealloc_pd(other);
 }
 
+// A target QP connected with max_dest_rd_atomic = 0 has no responder
+// resources: READ and atomics are NAKed as invalid requests (both QPs go to
+// ERR), WRITE works (rc-transport.md §4.1 rule 4).
+class NoResponderResources : public OneSided {
+ public:
+  void SetUp() override {
+    OneSided::SetUp();
+    cq_c = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    cq_d = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    ASSERT_TRUE(cq_c && cq_d);
+    c = CreateRcQp(pd, cq_c, cq_c, QpParams{});
+    d = CreateRcQp(pd, cq_d, cq_d, QpParams{});
+    ASSERT_TRUE(c && d);
+    for (ibv_qp* q : {c, d}) {
+      ibv_qp_attr at{};
+      at.qp_state = IBV_QPS_INIT;
+      at.port_num = 1;
+      at.qp_access_flags =
+          IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+      ASSERT_EQ(ibv_modify_qp(q, &at,
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+                0);
+    }
+    ASSERT_EQ(Connect(ctx, c, gid, d->qp_num, QpParams{}), 0);
+    ibv_qp_attr rtr = RtrAttr(ctx, gid, c->qp_num);
+    rtr.max_dest_rd_atomic = 0;
+    ASSERT_EQ(ibv_modify_qp(d, &rtr, kRtrMask), 0);
+  }
+  void TearDown() override {
+    if (c) ibv_destroy_qp(c);
+    if (d) ibv_destroy_qp(d);
+    if (cq_c) ibv_destroy_cq(cq_c);
+    if (cq_d) ibv_destroy_cq(cq_d);
+    OneSided::TearDown();
+  }
+  // Posts `op` from c to d's memory and checks the refusal and its effects.
+  void ExpectRefused(ibv_wr_opcode op) {
+    alignas(8) static uint64_t target, result;
+    target = 77;
+    result = 0;
+    ibv_mr* mt = Reg(&target, 8, kAllRemote);
+    ibv_mr* mres = Reg(&result, 8);
+    ibv_sge s{reinterpret_cast<uintptr_t>(&result), 8, mres->lkey};
+    const uintptr_t t = reinterpret_cast<uintptr_t>(&target);
+    if (op == IBV_WR_RDMA_READ)
+      ASSERT_EQ(PostRdma(c, op, &s, 1, t, mt->rkey), 0);
+    else
+      ASSERT_EQ(PostAtomic(c, op, &s, t, mt->rkey, 77, 5), 0);
+    auto wc = PollN(cq_c, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_REM_INV_REQ_ERR);
+    EXPECT_EQ(State(c), IBV_QPS_ERR);
+    EXPECT_TRUE(WaitErr(d, cq_d));
+    EXPECT_EQ(target, 77u);  // an atomic did not execute
+    EXPECT_EQ(result, 0u);   // nothing came back
+  }
+  ibv_cq* cq_c = nullptr;
+  ibv_cq* cq_d = nullptr;
+  ibv_qp* c = nullptr;
+  ibv_qp* d = nullptr;
+};
+
+TEST_F(NoResponderResources, ReadIsAnInvalidRequest) {
+  ExpectRefused(IBV_WR_RDMA_READ);
+}
+TEST_F(NoResponderResources, CompareSwapIsAnInvalidRequest) {
+  ExpectRefused(IBV_WR_ATOMIC_CMP_AND_SWP);
+}
+TEST_F(NoResponderResources, FetchAddIsAnInvalidRequest) {
+  ExpectRefused(IBV_WR_ATOMIC_FETCH_AND_ADD);
+}
+TEST_F(NoResponderResources, WriteStillWorks) {
+  std::vector<uint8_t> src(100), dst(100, 0);
+  Fill(src, 51);
+  ibv_mr* ms = Reg(src.data(), src.size());
+  ibv_mr* md = Reg(dst.data(), dst.size(), kAllRemote);
+  ibv_sge s{reinterpret_cast<uintptr_t>(src.data()), 100, ms->lkey};
+  ASSERT_EQ(
+      PostRdma(c, IBV_WR_RDMA_WRITE, &s, 1, reinterpret_cast<uintptr_t>(dst.data()), md->rkey), 0);
+  auto wc = PollN(cq_c, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(dst, src);
+}
+
 TEST_F(OneSided, DeviceReportsHcaAtomics) {
   ibv_device_attr da{};
   ASSERT_EQ(ibv_query_device(ctx, &da), 0);
