@@ -324,6 +324,17 @@ def parse_callgrind_profile(text, prefix="softrdma::verbs::"):
     return {"total": total, "calls": calls, "inclusive": incl}
 
 
+def parse_state_rtt(field):
+    """run.sh's rtt_before_ns / rtt_after_ns column of runs.tsv: the cross-core cache-line
+    round trip in ns measured just before / after a latency measurement. None when the
+    column is missing (results written before it existed), empty, or not a positive number."""
+    try:
+        v = float((field or "").strip())
+    except ValueError:
+        return None
+    return v if v > 0 and v == v and v != float("inf") else None
+
+
 def parse(suite, text, size):
     """Dispatch on run.sh's suite name."""
     if suite in ("perftest", "qps", "pairs"):

@@ -44,6 +44,10 @@ TARGETS = [
      ("ucx", "tag_bw", 8), "msg_rate", 1.0, ">="),
 ]
 IDLE_CPU_GOAL_PCT = 1.0
+# Machine state: run.sh measures the cross-core cache-line round trip just before and after
+# every latency measurement (runs.tsv rtt_before_ns / rtt_after_ns). Medians of two sides
+# (or before and after of one measurement) more than this far apart: different states.
+STATE_RATIO = 1.5
 
 LAT_SERIES = [  # (label, suite, test)
     ("softrdma ib_send_lat", "perftest", "ib_send_lat"),
@@ -118,6 +122,9 @@ class Results:
         self.by_rep = {}  # (suite, test, size, pinned) -> {rep: first parsed row}
         self.scale = {}  # (config, figure) -> (unit, [values])
         self.scale_qps = {}  # config -> QPs
+        # Measurements whose before/after round trips differ by more than STATE_RATIO:
+        # (suite, test, size, pinned, rep, before_ns, after_ns)
+        self.state_changes = []
         self._load()
 
     def add(self, key, metrics):
@@ -167,6 +174,8 @@ class Results:
                 text = f.read()
         rc = int(row["rc"])
         key = (suite, test, size, pinned)
+        # The machine state around the measurement (columns absent in older runs.tsv).
+        state = [parsers.parse_state_rtt(row.get(c)) for c in ("rtt_before_ns", "rtt_after_ns")]
         if rc != 0:
             timed_out = rc in (124, 137)
             parts = []
@@ -192,10 +201,17 @@ class Results:
         except parsers.ParseError as e:
             self.errors.append((suite, test, size, pinned, rep, str(e)))
             return
+        added = False
         for r in rows:
             if r.get("size", size) == size or suite == "idle":
                 self.add(key, r)
                 self.by_rep.setdefault(key, {}).setdefault(rep, dict(r))
+                added = True
+        if added:
+            for v in state:
+                self.add(key, {"machine_rtt_ns": v})
+            if None not in state and max(state) > STATE_RATIO * min(state):
+                self.state_changes.append(key + (rep, state[0], state[1]))
         if suite == "callgrind" and key in self.by_rep and path.endswith(".client.txt"):
             # The profile run.sh kept next to the client's output: calls into the verbs.
             prof = path[:-len(".client.txt")] + ".callgrind.out.gz"
@@ -220,8 +236,19 @@ class Results:
         return sorted({k[2] for k in self.data if k[:2] == (suite, test) and k[3] == pinned})
 
 
+def machine_states(soft, ref):
+    """(softrdma's cache-line RTT Stats|None, the reference's, states differ: True, False,
+    or None when a side has no round trip recorded)."""
+    differ = None
+    if soft and ref and min(soft.median, ref.median) > 0:
+        differ = max(soft.median, ref.median) > STATE_RATIO * min(soft.median, ref.median)
+    return soft, ref, differ
+
+
 def evaluate_targets(res):
-    """Rows: (name, pinned, soft Stats|None, ref Stats|None, ratio|None, goal text, verdict, note)."""
+    """Rows: (name, pinned, metric, soft Stats|None, ref Stats|None, ratio|None, goal text,
+    verdict, note, state), state None for targets that are not latencies, else
+    machine_states() of the two sides."""
     rows = []
     for pinned in (False, True):
         for name, soft_key, ref_key, metric, goal, op in TARGETS:
@@ -241,8 +268,13 @@ def evaluate_targets(res):
                 err = res.error_for(*missing, pinned=(soft_pinned if not soft else ref_pinned))
                 note = "no data for %s %s %s%s" % (missing[0], missing[1], human_size(missing[2]),
                                                     ": " + err if err else "")
+            state = None
+            if metric.startswith("lat_"):
+                state = machine_states(
+                    res.stats(*soft_key, "machine_rtt_ns", pinned=soft_pinned),
+                    res.stats(*ref_key, "machine_rtt_ns", pinned=ref_pinned))
             rows.append((name, pinned, metric, soft, ref, ratio, "%s %g×" % (op, goal), verdict,
-                         note))
+                         note, state))
     idle = res.stats("idle", "idle_cpu", 0, "cpu_pct")
     if idle:
         verdict = "PASS" if idle.median <= IDLE_CPU_GOAL_PCT else "FAIL"
@@ -252,7 +284,7 @@ def evaluate_targets(res):
         err = res.error_for("idle", "idle_cpu", 0)
         note = "no data" + (": " + err if err else "")
     rows.append(("idle CPU, process holding a QP, no traffic (% of a core)", False, "cpu_pct",
-                 idle, None, None, "<= %g %%" % IDLE_CPU_GOAL_PCT, verdict, note))
+                 idle, None, None, "<= %g %%" % IDLE_CPU_GOAL_PCT, verdict, note, None))
     return rows
 
 
@@ -268,6 +300,44 @@ def metric_cell(stats, metric):
     if metric == "cpu_pct":
         return stats.cell() + " %"
     return stats.cell()
+
+
+def state_cell(state):
+    """The targets table's machine-state cell: cache-line RTT of softrdma / of the reference."""
+    if state is None:
+        return ""
+    soft, ref, differ = state
+    if soft is None and ref is None:
+        return "–"
+    cell = "%s / %s" % (fmt(soft.median) if soft else "–", fmt(ref.median) if ref else "–")
+    return cell + (" **states differ**" if differ else "")
+
+
+def state_section(res, targets):
+    """Lines on the machine state around the latency measurements (empty without probes)."""
+    probes = [v for k, m in res.data.items() if k[0] != "limits"
+              for v in m.get("machine_rtt_ns", [])]
+    if not probes:
+        return []
+    st = Stats(probes)
+    md = ["Machine state: the cross-core cache-line round trip measured just before and after "
+          "each latency measurement (%d probes in this run: %s ns); the **cache-line RTT** "
+          "column gives the median over the probes of softrdma's measurements / of the "
+          "reference's. **states differ**: the two medians are more than %g× apart, so the "
+          "ratio compares the machine in two states (`docs/performance.md`, \"Machine state\")."
+          % (st.n, st.cell(), STATE_RATIO)]
+    differ = sum(1 for t in targets if t[9] and t[9][2])
+    if differ:
+        md[-1] += " %d latency target row%s affected." % (differ, "s are" if differ > 1 else " is")
+    if res.state_changes:
+        md[-1] += (" %d measurement%s saw the state change during the run (before / after): %s."
+                   % (len(res.state_changes), "s" if len(res.state_changes) > 1 else "",
+                      ", ".join("%s %s %s%s r%s %s / %s ns" % (
+                          su, t, human_size(sz), " pinned" if p else "", rep, fmt(b), fmt(a))
+                          for su, t, sz, p, rep, b, a in res.state_changes[:10])
+                      + (", …" if len(res.state_changes) > 10 else "")))
+    md.append("")
+    return md
 
 
 def series_table(res, series, metric, scale, pinned=False, note_fn=None):
@@ -635,19 +705,21 @@ def main(argv):
     md.append("")
     md.append("## Targets")
     md.append("")
-    md.append("| target | pinned | softrdma | reference | ratio | goal | result |")
-    md.append("|---|---|---:|---:|---:|---|---|")
-    for name, pinned, metric, soft, ref, ratio, goal, verdict, note in targets:
-        md.append("| %s | %s | %s | %s | %s | %s | **%s**%s |" % (
+    md.append("| target | pinned | softrdma | reference | ratio | goal | result | "
+              "cache-line RTT [ns] softrdma / reference |")
+    md.append("|---|---|---:|---:|---:|---|---|---|")
+    for name, pinned, metric, soft, ref, ratio, goal, verdict, note, state in targets:
+        md.append("| %s | %s | %s | %s | %s | %s | **%s**%s | %s |" % (
             name, "yes" if pinned else "no", metric_cell(soft, metric),
             metric_cell(ref, metric) if ref else ("–" if note or metric == "cpu_pct" else "–"),
             ("%.2f×" % ratio) if ratio is not None else "–", goal, verdict,
-            (" (%s)" % shorten(note.replace("|", "/"), 160)) if note else ""))
+            (" (%s)" % shorten(note.replace("|", "/"), 160)) if note else "", state_cell(state)))
     passed = sum(1 for t in targets if t[7] == "PASS")
     md.append("")
     md.append("%d of %d targets pass. Pinned: perftest and UCX server on CPU 0, client on CPU 1 "
               "(`taskset`); memcpy is single-threaded and unpinned." % (passed, len(targets)))
     md.append("")
+    md += state_section(res, targets)
 
     md.append("## Latency [µs]")
     md.append("")
@@ -722,18 +794,27 @@ def main(argv):
         f.write("\n".join(md))
 
     agg = {"meta": res.meta, "limits_info": res.limits_info, "results": [], "errors": [],
-           "targets": []}
+           "targets": [], "state_ratio": STATE_RATIO,
+           "state_changes": [{"suite": su, "test": t, "size": sz, "pinned": p, "rep": rep,
+                              "rtt_before_ns": b, "rtt_after_ns": a}
+                             for su, t, sz, p, rep, b, a in res.state_changes]}
     for (suite, test, size, pinned), metrics in sorted(res.data.items()):
         agg["results"].append({"suite": suite, "test": test, "size": size, "pinned": pinned,
                                **{m: Stats(v).as_dict() for m, v in metrics.items()}})
     for suite, test, size, pinned, rep, msg in res.errors:
         agg["errors"].append({"suite": suite, "test": test, "size": size, "pinned": pinned,
                               "rep": rep, "error": msg})
-    for name, pinned, metric, soft, ref, ratio, goal, verdict, note in targets:
+    for name, pinned, metric, soft, ref, ratio, goal, verdict, note, state in targets:
         agg["targets"].append({"target": name, "pinned": pinned, "metric": metric,
                                "softrdma": soft.median if soft else None,
                                "reference": ref.median if ref else None, "ratio": ratio,
                                "goal": goal, "result": verdict, "note": note})
+        if state is not None:
+            # Latency targets: the machine state (cache-line RTT, ns) of each side.
+            agg["targets"][-1].update({
+                "softrdma_machine_rtt_ns": state[0].as_dict() if state[0] else None,
+                "reference_machine_rtt_ns": state[1].as_dict() if state[1] else None,
+                "states_differ": state[2]})
     agg["scale"] = [{"config": c, "figure": fig, "unit": unit, "qps": res.scale_qps.get(c),
                      **Stats(v).as_dict()} for (c, fig), (unit, v) in sorted(res.scale.items())]
     agg["pairs_aggregate"] = []

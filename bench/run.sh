@@ -21,6 +21,15 @@
 # one row per measurement in DIR/runs.tsv. A failed measurement is a row with its error;
 # the suite keeps going and exits 0 (a bench reports, it does not fail CI).
 #
+# Machine state: the cross-core cache-line round trip of this kind of VM moves between
+# states over minutes (e.g. ~160 ns and ~420 ns), and small-message latency with it.
+# Immediately before and after every latency measurement (perftest *_lat, UCX tag_lat,
+# every size and repetition) a short softrdma_bench_limits --tests rtt (3 x 20,000 round
+# trips on CPU 0 and 1, a few tens of ms) records it: runs.tsv columns rtt_before_ns and
+# rtt_after_ns (median of the 3, in ns; empty for other measurements or when it could not
+# run). The report shows the round trip of both sides of every latency target and flags
+# "states differ" when their medians are more than 1.5x apart.
+#
 # Options:
 #   --quick       smoke run: 3 sizes, short runs, --repeat 2 unless given
 #   --repeat N    repetitions of every measurement (default 3)
@@ -96,6 +105,9 @@ clamp() {
   ((v > $3)) && v=$3
   echo "$v"
 }
+# The machine-state probe around each latency measurement (machine_rtt): repetitions and
+# round trips of each, short enough to add well under a second per measurement.
+STATE_RTT_ARGS=(--tests rtt --repeat 3 --rtt-iters 20000)
 # Pinned runs: the sizes the targets are evaluated at.
 PINNED_PERFTEST=("send_lat 8" "write_lat 8" "write_bw 8" "send_bw 65536" "write_bw 1048576" "read_bw 1048576")
 PINNED_UCX=("tag_lat 8" "tag_bw 8" "tag_bw 65536" "tag_bw 1048576")
@@ -178,7 +190,12 @@ build_softrdma() {
 }
 
 # The limits program: the CMake target when a build tree exists, else g++ straight.
+# Built once (LIMITS_BUILT): the limits suite and the machine-state probe share it.
+LIMITS_BIN=""
+LIMITS_BUILT=0
 build_limits() {
+  ((LIMITS_BUILT)) && return
+  LIMITS_BUILT=1
   LIMITS_BIN=""
   if [[ -f "$ROOT/build/CMakeCache.txt" ]] &&
     cmake --build "$ROOT/build" -j"${BENCH_JOBS:-2}" --target softrdma_bench_limits >>"$OUT/run.log" 2>&1 &&
@@ -221,12 +238,21 @@ gid_index() {
   [[ -n "$GID" ]]
 }
 
+# machine_rtt: the cross-core cache-line round trip now, in ns (the median of
+# STATE_RTT_ARGS' repetitions, one decimal); prints nothing when it cannot be measured.
+machine_rtt() {
+  [[ -n "$LIMITS_BIN" ]] || return 0
+  timeout -k 1 10 "$LIMITS_BIN" "${STATE_RTT_ARGS[@]}" 2>/dev/null |
+    sed -n 's/.*"test":"cacheline_rtt".*"values":\[\([^]]*\)\].*/\1/p' | tr ',' '\n' | sort -g |
+    awk 'NF { v[++n] = $1 } END { if (n) printf "%.1f\n", v[int((n + 1) / 2)] }'
+}
+
 # ---------------------------------------------------------------- one measurement
-# record SUITE TEST SIZE PINNED REP RC CLIENT_FILE SERVER_FILE CMD
+# record SUITE TEST SIZE PINNED REP RC CLIENT_FILE SERVER_FILE CMD [RTT_BEFORE RTT_AFTER]
 # (committed with the results: the repository's path is written as <repo>)
 record() {
   local row
-  row=$(printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$@")
+  row=$(printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$@")
   printf '%s\n' "${row//"$ROOT"/<repo>}" >>"$OUT/runs.tsv"
 }
 
@@ -241,15 +267,18 @@ record_error() {
 # listens on @PORT@, runs CLIENT_CMD, then stops the server. The arrays SERVER_CMD,
 # CLIENT_CMD and PAIR_ENV (VAR=value words) are set by the caller; @PORT@ and @PORT2@
 # in them are replaced by free TCP ports. Pinned: server on CPU 0, client on CPU 1.
+# PAIR_RTT=1 (a latency measurement): the machine's cache-line round trip is measured just
+# before the server starts and just after it stopped, and recorded with the row.
 run_pair() {
   local suite=$1 test=$2 size=$3 pinned=$4 rep=$5
   local base="$suite-$test-$size-p$pinned-r$rep"
   local cli="$RAW/$base.client.txt" srv="$RAW/$base.server.txt"
   local ns="b$$-$RANDOM$RANDOM" attempt port port2 spid rc=0 srv_rc deadline
-  local pin_s=() pin_c=() s_cmd=() c_cmd=() w
+  local pin_s=() pin_c=() s_cmd=() c_cmd=() w rtt_b="" rtt_a="" rtt_note=""
   if ((pinned)); then pin_s=(taskset -c 0); pin_c=(taskset -c 1); fi
   LAST_RC=-2
   NAMESPACES+=("$ns")
+  ((PAIR_RTT && STATE_RTT)) && rtt_b=$(machine_rtt)
   for attempt in 1 2 3; do
     if ! port=$(free_port) || ! port2=$(free_port); then
       record_error "$suite" "$test" "$size" "$pinned" "$rep" "no free TCP port"
@@ -272,7 +301,7 @@ run_pair() {
     if ((attempt == 3)); then
       cp "$srv" "$cli"
       record "$suite" "$test" "$size" "$pinned" "$rep" -2 "raw/${cli##*/}" "raw/${srv##*/}" \
-        "server did not listen: ${s_cmd[*]}"
+        "server did not listen: ${s_cmd[*]}" "$rtt_b" ""
       rm -f -- /dev/shm/softrdma-"$ns"-*
       return
     fi
@@ -287,11 +316,15 @@ run_pair() {
   wait "$spid" 2>/dev/null || srv_rc=$?
   forget_pid "$spid"
   rm -f -- /dev/shm/softrdma-"$ns"-*
+  if ((PAIR_RTT && STATE_RTT)); then
+    rtt_a=$(machine_rtt)
+    rtt_note=" (cache-line rtt ${rtt_b:-?} / ${rtt_a:-?} ns)"
+  fi
   record "$suite" "$test" "$size" "$pinned" "$rep" "$rc" "raw/${cli##*/}" "raw/${srv##*/}" \
-    "${pin_c[*]} ${c_cmd[*]} (server rc $srv_rc: ${pin_s[*]} ${s_cmd[*]})"
+    "${pin_c[*]} ${c_cmd[*]} (server rc $srv_rc: ${pin_s[*]} ${s_cmd[*]})" "$rtt_b" "$rtt_a"
   LAST_RC=$rc
-  printf '  %-9s %-16s %8s %s rep %s: %s\n' "$suite" "$test" "$size" "$( ((pinned)) && echo pinned || echo '      ')" \
-    "$rep" "$( ((rc == 0)) && echo ok || echo "FAILED (rc $rc)")" | tee -a "$OUT/run.log"
+  printf '  %-9s %-16s %8s %s rep %s: %s%s\n' "$suite" "$test" "$size" "$( ((pinned)) && echo pinned || echo '      ')" \
+    "$rep" "$( ((rc == 0)) && echo ok || echo "FAILED (rc $rc)")" "$rtt_note" | tee -a "$OUT/run.log"
 }
 
 # ---------------------------------------------------------------- suites
@@ -336,7 +369,10 @@ run_perftest() {
       [[ $t == atomic_* ]] || args+=(-s "$size")
       SERVER_CMD=("ib_$t" "${args[@]}")
       CLIENT_CMD=("ib_$t" "${args[@]}" 127.0.0.1)
+      PAIR_RTT=0
+      [[ $t == *_lat ]] && PAIR_RTT=1
       run_pair perftest "ib_$t" "$size" "$pinned" "$rep"
+      PAIR_RTT=0
       ((LAST_RC == 124 || LAST_RC == 137)) && timeouts[$t]=$((${timeouts[$t]:-0} + 1))
     done
   done
@@ -360,7 +396,10 @@ run_ucx() {
       if [[ $t == tag_lat ]]; then n=$(lat_iters "$size"); else n=$(bw_iters "$size"); fi
       SERVER_CMD=(ucx_perftest -p @PORT@)
       CLIENT_CMD=(ucx_perftest 127.0.0.1 -p @PORT@ -t "$t" -s "$size" -n "$n" -w $((n / 10 + 1)) -v)
+      PAIR_RTT=0
+      [[ $t == tag_lat ]] && PAIR_RTT=1
       run_pair ucx "$t" "$size" "$pinned" "$rep"
+      PAIR_RTT=0
     done
   done
 }
@@ -659,8 +698,20 @@ build_softrdma
     echo "$p: $(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)"
   done
 } >"$OUT/meta.txt"
-printf 'suite\ttest\tsize\tpinned\trep\trc\tclient\tserver\tcmd\n' >"$OUT/runs.tsv"
+printf 'suite\ttest\tsize\tpinned\trep\trc\tclient\tserver\tcmd\trtt_before_ns\trtt_after_ns\n' >"$OUT/runs.tsv"
 
+# The limits program measures the machine state around every latency measurement.
+PAIR_RTT=0
+STATE_RTT=0
+if want perftest || want ucx; then
+  build_limits
+  if [[ -n "$(machine_rtt)" ]]; then
+    STATE_RTT=1
+  else
+    log "no cache-line round trip (the limits program did not build or run; run.log):" \
+      "latency rows will not record the machine state"
+  fi
+fi
 want limits && run_limits
 want perftest && run_perftest
 want ucx && run_ucx

@@ -128,6 +128,20 @@ class LimitsIdleTest(unittest.TestCase):
         self.assertIn(("cacheline_rtt", 64), results)
         self.assertEqual(errors, [("process_vm_writev", 8, "process_vm_writev: EPERM")])
 
+    def test_state_rtt(self):
+        self.assertAlmostEqual(parsers.parse_state_rtt("412.5"), 412.5)
+        self.assertAlmostEqual(parsers.parse_state_rtt(" 160\n"), 160.0)
+        for bad in (None, "", "nan", "inf", "-3", "0", "error"):
+            self.assertIsNone(parsers.parse_state_rtt(bad), bad)
+
+    def test_machine_states(self):
+        self.assertEqual(report.machine_states(None, None), (None, None, None))
+        differ = report.machine_states(report.Stats([420.0]), report.Stats([300.0]))[2]
+        self.assertFalse(differ)  # 1.4x apart: the same state
+        self.assertTrue(report.machine_states(report.Stats([160.0]),
+                                              report.Stats([420.0, 410.0]))[2])
+        self.assertIsNone(report.machine_states(report.Stats([160.0]), None)[2])
+
     def test_idle(self):
         (row,) = parsers.parse_idle(sample("idle.txt"))
         self.assertEqual(row["cpu_pct"], 0.0)
@@ -191,9 +205,33 @@ class CallgrindTest(unittest.TestCase):
 class ReportTest(unittest.TestCase):
     """report.py end to end on a results directory assembled from the samples."""
 
+    # The machine state run.sh records around latency measurements (runs.tsv rtt_before_ns,
+    # rtt_after_ns): softrdma's ib_send_lat in the slow state, UCX's tag_lat in the fast one
+    # (its repetition 1 changed state during the measurement), a row with a lost probe.
+    STATES = {("perftest", "ib_send_lat", 0): ("410.0", "420.5"),
+              ("ucx", "tag_lat", 0): ("160.2", "158.0"),
+              ("ucx", "tag_lat", 1): ("165", "400"),
+              ("tcp", "tcp_lat", 0): ("", "150")}
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="bench-report-test.")
         os.mkdir(os.path.join(self.dir, "raw"))
+        self.write_runs(with_state=True)
+        for n in (2000, 6000):
+            with open(os.path.join(SAMPLES, "callgrind_ib_send_lat_n%d.out" % n), "rb") as src, \
+                    gzip.open(os.path.join(self.dir, "raw", "callgrind-ib_send_lat-n%d-8-p1-r0"
+                                           ".callgrind.out.gz" % n), "wb") as dst:
+                dst.write(src.read())
+        with open(os.path.join(self.dir, "raw", "callgrind-ib_send_lat-8-p1-r0.top.txt"), "w") as f:
+            f.write("top\n")
+        shutil.copy(os.path.join(SAMPLES, "limits.jsonl"), self.dir)
+        with open(os.path.join(self.dir, "scale.jsonl"), "w") as f:
+            f.write(sample("scale_wr1.jsonl") + sample("scale_error.jsonl"))
+        with open(os.path.join(self.dir, "meta.txt"), "w") as f:
+            f.write("date: test\nrepeat: 1\nquick: 1\n")
+
+    def write_runs(self, with_state):
+        """runs.tsv and raw/; without the state columns: as run.sh wrote it before them."""
         rows = [("perftest", "ib_send_lat", 8, 0, 0, 0, "perftest_ib_send_lat_client.txt"),
                 ("perftest", "ib_send_bw", 65536, 0, 0, 0, "perftest_ib_send_bw_client.txt"),
                 ("perftest", "ib_write_bw", MIB, 0, 0, 1, "perftest_ib_write_bw_error_client.txt"),
@@ -219,25 +257,17 @@ class ReportTest(unittest.TestCase):
                 ("callgrind", "ib_send_lat-n6000", 8, 1, 0, 0,
                  "callgrind_ib_send_lat_n6000_client.txt")]
         with open(os.path.join(self.dir, "runs.tsv"), "w") as f:
-            f.write("suite\ttest\tsize\tpinned\trep\trc\tclient\tserver\tcmd\n")
+            f.write("suite\ttest\tsize\tpinned\trep\trc\tclient\tserver\tcmd%s\n"
+                    % ("\trtt_before_ns\trtt_after_ns" if with_state else ""))
             for suite, test, size, pinned, rep, rc, name in rows:
                 # One file per row, named as run.sh names them.
                 raw = "%s-%s-%d-p%d-r%d.client.txt" % (suite, test, size, pinned, rep)
                 shutil.copy(os.path.join(SAMPLES, name), os.path.join(self.dir, "raw", raw))
-                f.write("%s\t%s\t%d\t%d\t%d\t%d\traw/%s\t\tcmd\n" % (suite, test, size, pinned,
-                                                                    rep, rc, raw))
-        for n in (2000, 6000):
-            with open(os.path.join(SAMPLES, "callgrind_ib_send_lat_n%d.out" % n), "rb") as src, \
-                    gzip.open(os.path.join(self.dir, "raw", "callgrind-ib_send_lat-n%d-8-p1-r0"
-                                           ".callgrind.out.gz" % n), "wb") as dst:
-                dst.write(src.read())
-        with open(os.path.join(self.dir, "raw", "callgrind-ib_send_lat-8-p1-r0.top.txt"), "w") as f:
-            f.write("top\n")
-        shutil.copy(os.path.join(SAMPLES, "limits.jsonl"), self.dir)
-        with open(os.path.join(self.dir, "scale.jsonl"), "w") as f:
-            f.write(sample("scale_wr1.jsonl") + sample("scale_error.jsonl"))
-        with open(os.path.join(self.dir, "meta.txt"), "w") as f:
-            f.write("date: test\nrepeat: 1\nquick: 1\n")
+                f.write("%s\t%s\t%d\t%d\t%d\t%d\traw/%s\t\tcmd" % (suite, test, size, pinned,
+                                                                  rep, rc, raw))
+                if with_state:
+                    f.write("\t%s\t%s" % self.STATES.get((suite, test, rep), ("", "")))
+                f.write("\n")
 
     def tearDown(self):
         shutil.rmtree(self.dir)
@@ -264,6 +294,7 @@ class ReportTest(unittest.TestCase):
         self.assertIn("## Targets", md)
         self.assertIn("**PASS**", md)
         self.assertIn("| perftest | ib_write_bw | 1 MiB | no | 0 | exit code 1", md)
+        self.check_state(md, agg)
         self.check_scale(md, agg)
         self.check_callgrind(md, agg)
         try:
@@ -274,6 +305,59 @@ class ReportTest(unittest.TestCase):
         for png in ("latency.png", "bandwidth.png"):
             with open(os.path.join(self.dir, png), "rb") as f:
                 self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def check_state(self, md, agg):
+        t = {(x["target"], x["pinned"]): x for x in agg["targets"]}
+        lat = t[("ib_send_lat 8 B vs UCX tag_lat 8 B", False)]
+        self.assertAlmostEqual(lat["softrdma_machine_rtt_ns"]["median"], (410.0 + 420.5) / 2)
+        self.assertEqual(lat["softrdma_machine_rtt_ns"]["n"], 2)
+        # UCX: both probes of both repetitions, 158 160.2 165 400.
+        self.assertEqual(lat["reference_machine_rtt_ns"]["values"], [158.0, 160.2, 165.0, 400.0])
+        self.assertAlmostEqual(lat["reference_machine_rtt_ns"]["median"], (160.2 + 165.0) / 2)
+        self.assertIs(lat["states_differ"], True)
+        self.assertIn("| ib_send_lat 8 B vs UCX tag_lat 8 B | no | 0.96 µs | "
+                      "0.528 [0.516–0.541] µs | 1.82× | <= 1.5× | **FAIL** | "
+                      "415 / 163 **states differ** |", md)
+        # No softrdma ib_write_lat at all: no state for that side, nothing to compare.
+        wlat = t[("ib_write_lat 8 B vs UCX tag_lat 8 B", False)]
+        self.assertIsNone(wlat["states_differ"])
+        self.assertIsNone(wlat["softrdma_machine_rtt_ns"])
+        self.assertRegex(md, r"\| ib_write_lat 8 B vs UCX tag_lat 8 B \| no \|.*\| – / 163 \|\n")
+        # Targets that are not latencies carry no state.
+        bw = t[("ib_send_bw 64 KiB vs UCX tag_bw 64 KiB", False)]
+        self.assertNotIn("states_differ", bw)
+        self.assertRegex(md, r"\| ib_send_bw 64 KiB vs UCX tag_bw 64 KiB \| no \|"
+                             r".*\*\*PASS\*\* \|  \|\n")
+        # The probes of every latency measurement, and the one that saw the state change.
+        self.assertIn("Machine state:", md)
+        self.assertIn("(7 probes in this run: 165 [150–420] ns)", md)
+        self.assertIn("1 latency target row is affected", md)
+        self.assertIn("1 measurement saw the state change during the run (before / after): "
+                      "ucx tag_lat 8 B r1 165 / 400 ns.", md)
+        self.assertEqual(agg["state_changes"], [{"suite": "ucx", "test": "tag_lat", "size": 8,
+                                                 "pinned": False, "rep": "1",
+                                                 "rtt_before_ns": 165.0, "rtt_after_ns": 400.0}])
+        res = {(x["suite"], x["test"], x["size"], x["pinned"]): x for x in agg["results"]}
+        self.assertEqual(res[("tcp", "tcp_lat", 8, False)]["machine_rtt_ns"]["values"], [150.0])
+        self.assertNotIn("machine_rtt_ns", res[("perftest", "ib_send_bw", 65536, False)])
+
+    def test_report_without_state_columns(self):
+        self.write_runs(with_state=False)
+        self.assertEqual(report.main(["report.py", self.dir]), 0)
+        with open(os.path.join(self.dir, "report.md")) as f:
+            md = f.read()
+        with open(os.path.join(self.dir, "results.json")) as f:
+            agg = json.load(f)
+        t = {(x["target"], x["pinned"]): x for x in agg["targets"]}
+        lat = t[("ib_send_lat 8 B vs UCX tag_lat 8 B", False)]
+        self.assertAlmostEqual(lat["ratio"], 0.96 / ((0.516 + 0.541) / 2))
+        self.assertIsNone(lat["states_differ"])
+        self.assertIsNone(lat["softrdma_machine_rtt_ns"])
+        self.assertNotIn("states differ", md)
+        self.assertNotIn("Machine state:", md)
+        self.assertIn("| ib_send_lat 8 B vs UCX tag_lat 8 B | no | 0.96 µs | "
+                      "0.528 [0.516–0.541] µs | 1.82× | <= 1.5× | **FAIL** | – |", md)
+        self.assertEqual(agg["state_changes"], [])
 
     def check_scale(self, md, agg):
         self.assertIn("## Scale", md)

@@ -82,6 +82,9 @@ constexpr size_t kOff = 256, kLen = 1024;
   inv.invalidate_rkey = w.rkey;
   if (RunOne(qp, cq, inv) != IBV_WC_SUCCESS) _exit(20);
   if (!WriteAll(up, &c, 1) || !ReadAll(down, &c, 1)) _exit(21);
+  if (ibv_dealloc_mw(mw) || ibv_dereg_mr(mr) || ibv_destroy_qp(qp) || ibv_destroy_cq(cq) ||
+      ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+    _exit(22);
   exit(0);  // exit(): the library removes its segment at exit
 }
 

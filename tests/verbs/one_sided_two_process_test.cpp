@@ -46,6 +46,7 @@ constexpr size_t kMeg = (1 << 20) + 7;
   if (!ReadAll(down, &expect, 8)) _exit(16);  // (we may be stopped meanwhile)
   if (Checksum(&wbuf[3], kMeg) != expect) _exit(17);
   if (wbuf[2] != 0 || wbuf[3 + kMeg] != 0) _exit(18);
+  if (ibv_dereg_mr(mw) || ibv_dereg_mr(mr) || !side.Release()) _exit(19);
   exit(0);  // exit(): the library removes its segment at exit
 }
 
@@ -173,7 +174,11 @@ bool Hammer(Conn& c, uint64_t addr, uint32_t rkey, uint64_t* result, uint32_t lk
       if (!Hammer(c[t], counter[t].addr, counter[t].rkey, &results[t], mr->lkey)) ++failures;
     });
   for (auto& th : threads) th.join();
-  exit(failures.load() == 0 ? 0 : 20);
+  bool released = ibv_dereg_mr(mr) == 0;
+  for (auto& x : c) released = x.Destroy() && released;
+  released = ibv_dealloc_pd(pd) == 0 && released;
+  released = ibv_close_device(ctx) == 0 && released;
+  exit(failures.load() != 0 ? 20 : released ? 0 : 21);
 }
 
 TEST(OneSidedTwoProcesses, AtomicHammerExactSum) {
@@ -279,10 +284,19 @@ TEST(OneSidedTwoProcesses, AtomicHammerExactSum) {
     if (buf[100] != 0x5a) _exit(16);       // a successful READ returns the data
     if (++ok == 20) WriteAll(up, "s", 1);  // started: the parent deregisters now
   }
+  if (ibv_dereg_mr(mr) || !side.Release()) _exit(17);
   exit(ok >= 20 && status == IBV_WC_REM_ACCESS_ERR ? 0 : 20 + (ok < 20));
 }
 
 TEST(OneSidedTwoProcesses, DeregWhilePeerReads) {
+  // Fork before this process creates its first QP: see ForkBeforeThreads in
+  // two_process_conn.h.
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ReaderChild(up[1], down[0]);
   ibv_context* ctx = OpenSoftrdma();
   ASSERT_NE(ctx, nullptr);
   int gid = LoopbackGidIndex(ctx);
@@ -295,12 +309,6 @@ TEST(OneSidedTwoProcesses, DeregWhilePeerReads) {
   memset(mem, 0x5a, len);
   ibv_mr* mr = ibv_reg_mr(pd, mem, len, kAllRemote);
   ASSERT_NE(mr, nullptr);
-  int up[2], down[2];
-  ASSERT_EQ(pipe(up), 0);
-  ASSERT_EQ(pipe(down), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) ReaderChild(up[1], down[0]);
   Remote r{reinterpret_cast<uintptr_t>(mem) + 4096, mr->rkey, c.qp->qp_num};
   ASSERT_TRUE(WriteAll(down[1], &r, sizeof r));
   uint32_t qpn = 0;

@@ -242,6 +242,7 @@ enum Step : char { kCheckA = 'a', kDropFirst = 'd', kCheckB = 'b', kRenew = 'n',
   if (!WriteAll(up, &info, sizeof info) || !ReadAll(down, &peer_qpn, 4)) _exit(14);
   if (!c.Connect(ctx, gid, peer_qpn) || !WriteAll(up, "r", 1)) _exit(15);
   uint8_t* fresh = nullptr;
+  ibv_mr* m3 = nullptr;
   for (;;) {
     char step;
     if (!ReadAll(down, &step, 1)) break;  // the parent is done
@@ -252,18 +253,21 @@ enum Step : char { kCheckA = 'a', kDropFirst = 'd', kCheckB = 'b', kRenew = 'n',
         break;
       case kDropFirst:
         ok = ibv_dereg_mr(m1) == 0;
+        m1 = nullptr;
         break;
       case kCheckB:
         ok = memcmp(buf + kPage + 16, "BBBBBBBB", 8) == 0;
         break;
       case kRenew: {
         ok = ibv_dereg_mr(m2) == 0 && munmap(buf, len) == 0;
+        m2 = nullptr;
+        buf = nullptr;
         fresh = static_cast<uint8_t*>(
             mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
         ok = ok && fresh != MAP_FAILED;
         if (!ok) break;
         memset(fresh, 'D', len);
-        ibv_mr* m3 = ibv_reg_mr(pd, fresh, len, kAllRemote);
+        m3 = ibv_reg_mr(pd, fresh, len, kAllRemote);
         ok = m3 != nullptr;
         if (!ok) break;
         info.r[2] = {at(fresh), m3->rkey, c.qp->qp_num};
@@ -279,18 +283,25 @@ enum Step : char { kCheckA = 'a', kDropFirst = 'd', kCheckB = 'b', kRenew = 'n',
     }
     if (!WriteAll(up, ok ? "y" : "n", 1)) break;
   }
-  exit(0);
+  bool released = true;
+  for (ibv_mr* m : {m1, m2, m3})
+    if (m) released = ibv_dereg_mr(m) == 0 && released;
+  for (uint8_t* p : {buf, fresh})
+    if (p && p != MAP_FAILED) munmap(p, len);
+  exit(side.Release() && released ? 0 : 16);
 }
 
 TEST(RegisteredMemoryTwoProcesses, PeerFollowsRegistrations) {
+  // Fork before this process creates its first QP (which starts its progress
+  // thread): see ForkBeforeThreads in two_process_conn.h.
+  Child child = ForkChild(ReregTarget);
+  ASSERT_GT(child.pid, 0);
   ibv_context* ctx = OpenSoftrdma();
   ASSERT_NE(ctx, nullptr);
   int gid = LoopbackGidIndex(ctx);
   ibv_pd* pd = ibv_alloc_pd(ctx);
   Conn c;
   ASSERT_TRUE(c.Create(ctx, pd));
-  Child child = ForkChild(ReregTarget);
-  ASSERT_GT(child.pid, 0);
   TargetInfo info{};
   ASSERT_TRUE(ReadAll(child.from_child, &info, sizeof info));
   EXPECT_EQ(info.inode != 0, !MappingDisabled()) << "target pages moved";

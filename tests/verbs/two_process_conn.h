@@ -47,6 +47,14 @@ struct Conn {
   bool Connect(ibv_context* ctx, int gid, uint32_t qpn) {
     return test::Connect(ctx, qp, gid, qpn, QpParams{}) == 0;
   }
+  // Destroys the QP and the CQ; true if all of it went.
+  bool Destroy() {
+    bool ok = !qp || ibv_destroy_qp(qp) == 0;
+    ok = (!cq || ibv_destroy_cq(cq) == 0) && ok;
+    qp = nullptr;
+    cq = nullptr;
+    return ok;
+  }
 };
 
 inline int PostOne(ibv_qp* qp, ibv_wr_opcode op, ibv_sge* sg, int n, uint64_t raddr, uint32_t rkey,
@@ -78,9 +86,18 @@ inline int RunOne(Conn& c, ibv_wr_opcode op, ibv_sge* sg, int n, uint64_t raddr,
   return wc.size() == 1 ? wc[0].status : -1;
 }
 
+// ForkBeforeThreads: the two-process tests fork their child before the parent
+// creates its first QP, which starts the process's progress thread. Under
+// ASan (GCC 12's runtime has no fork handlers for its allocator) a fork while
+// that thread is starting up or allocating can copy an allocator lock held by
+// it into the child, where nobody ever releases it: the child's own progress
+// thread then blocks at its start, and the child hangs at exit joining it.
+// (In a process that ran other tests first the thread already exists, idle.)
+
 // The usual start of a child process: bounded by an alarm, the device open,
 // its loopback GID, a PD and one connection in INIT. Exits with 10 / 11 if
-// any of it fails.
+// any of it fails. A child that exit()s releases it first (Release(), after
+// deregistering its own MRs): LeakSanitizer checks the child at exit too.
 struct ChildSide {
   ibv_context* ctx = nullptr;
   int gid = -1;
@@ -93,6 +110,16 @@ struct ChildSide {
     gid = LoopbackGidIndex(ctx);
     pd = ibv_alloc_pd(ctx);
     if (!pd || !c.Create(ctx, pd)) _exit(11);
+  }
+  // Destroys the connection and the PD and closes the device; true if all of
+  // it went.
+  bool Release() {
+    bool ok = c.Destroy();
+    ok = (!pd || ibv_dealloc_pd(pd) == 0) && ok;
+    ok = (!ctx || ibv_close_device(ctx) == 0) && ok;
+    pd = nullptr;
+    ctx = nullptr;
+    return ok;
   }
 };
 
