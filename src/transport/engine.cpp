@@ -208,8 +208,6 @@ void Engine::UnregisterQp(Qp* qp) {
       live_qps_[qp->live_index]->live_index = qp->live_index;
       live_qps_.pop_back();
     }
-    std::lock_guard<SpinLock> slock(service_lock_);
-    std::erase(service_list_, qp);
   }
   // A drain dispatches under the ring's consumer lock and takes no other
   // lock that we hold. Once we have held the consumer lock after clearing
@@ -223,6 +221,16 @@ void Engine::UnregisterQp(Qp* qp) {
     std::erase(ack_list_, qp);
   }
   ring_->UnlockConsumer();
+  // Only now: a drain that ran before we held the consumer lock (an ACK its
+  // flush could not send, a response waiting for ring space) may have queued
+  // the QP for service again. The map lock keeps a ServiceQps pass (which
+  // may re-queue the QPs it serves) from running meanwhile.
+  {
+    std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
+    std::lock_guard<SpinLock> slock(service_lock_);
+    std::erase(service_list_, qp);
+    qp->in_service_list = false;
+  }
   registry_.FreeQpn(me_, qpn);
 }
 
