@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include <infiniband/verbs.h>
@@ -82,10 +83,14 @@ struct RecvWqe {
 // The storage is rounded up to a power of two so that an index maps to its
 // slot with a mask (no division on the post path); `capacity()` stays the
 // depth the application asked for, and `full()` holds it to that.
+// The arrays are not zeroed: every field a reader uses is written when the
+// WQE is posted, and untouched pages cost neither time nor memory (creating a
+// QP with deep queues would otherwise fault in all of them).
 template <typename Wqe>
 struct WorkQueue {
-  std::vector<Wqe> wqes;
-  std::vector<ibv_sge> sges;
+  static_assert(std::is_trivially_default_constructible_v<Wqe>);
+  std::unique_ptr<Wqe[]> wqes;
+  std::unique_ptr<ibv_sge[]> sges;
   uint32_t max_sge = 0;
   uint32_t depth = 0;  // WQEs the application may have outstanding
   uint32_t mask = 0;   // slots - 1
@@ -96,9 +101,9 @@ struct WorkQueue {
     depth = wqe_depth;
     const uint32_t slot_count = std::bit_ceil(std::max(wqe_depth, 1u));
     mask = slot_count - 1;
-    wqes.resize(slot_count);
+    wqes.reset(new Wqe[slot_count]);  // default-initialized: not written
     max_sge = sge_per_wqe ? sge_per_wqe : 1;
-    sges.resize(static_cast<size_t>(slot_count) * max_sge);
+    sges.reset(new ibv_sge[static_cast<size_t>(slot_count) * max_sge]);
   }
   uint32_t capacity() const { return depth; }
   uint32_t slots() const { return mask + 1; }
@@ -135,8 +140,8 @@ class Qp {
 
   // --- requester / completer
   WorkQueue<SendWqe> sq;
-  uint32_t sq_tx = 0;               // next WQE to transmit (tail <= sq_tx <= head)
-  std::vector<uint8_t> inline_buf;  // cap.max_inline_data bytes per SQ slot
+  uint32_t sq_tx = 0;                     // next WQE to transmit (tail <= sq_tx <= head)
+  std::unique_ptr<uint8_t[]> inline_buf;  // cap.max_inline_data bytes per SQ slot (not zeroed)
   uint32_t next_psn = 0;
   uint64_t rnr_wait_until_ns = 0;
   int rnr_retries_left = 0;
@@ -175,7 +180,7 @@ class Qp {
   uint32_t ud_peer_qpn = 0;
 
   uint8_t* inline_slot(uint32_t index) {
-    return inline_buf.data() + static_cast<size_t>(sq.slot(index)) * cap.max_inline_data;
+    return inline_buf.get() + static_cast<size_t>(sq.slot(index)) * cap.max_inline_data;
   }
 };
 static_assert(offsetof(Qp, qpx) == 0);

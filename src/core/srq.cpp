@@ -77,7 +77,7 @@ int Srq::Modify(const ibv_srq_attr& attr, int mask) {
     bigger.Init(attr.max_wr, max_sge_);
     for (uint32_t i = q_.tail; i != q_.head; ++i, ++bigger.head) {
       bigger.at(bigger.head) = q_.at(i);
-      std::copy_n(q_.sge_of(i), max_sge_, bigger.sge_of(bigger.head));
+      std::copy_n(q_.sge_of(i), q_.at(i).num_sge, bigger.sge_of(bigger.head));
     }
     q_ = std::move(bigger);
   }

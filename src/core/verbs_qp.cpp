@@ -107,7 +107,8 @@ ibv_qp* BuildQp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp->sq_sig_all = attr->sq_sig_all != 0;
   qp->sq.Init(attr->cap.max_send_wr, attr->cap.max_send_sge);
   qp->rq.Init(qp->cap.max_recv_wr, qp->cap.max_recv_sge);
-  qp->inline_buf.resize(static_cast<size_t>(qp->sq.slots()) * attr->cap.max_inline_data);
+  qp->inline_buf.reset(
+      new uint8_t[static_cast<size_t>(qp->sq.slots()) * attr->cap.max_inline_data]);
 
   uint32_t qpn = 0;
   st = engine->RegisterQp(qp, &qpn);
