@@ -51,12 +51,18 @@ bool RangeMovable(uint64_t a, uint64_t b) {
 
 // Page copies read whatever the pages hold: at deregistration that may be
 // memory the application has already freed (legal: the MR is still
-// registered), which AddressSanitizer would report. So under ASan these two
-// helpers copy word by word without instrumentation; otherwise memcpy.
+// registered), which AddressSanitizer and ThreadSanitizer would report. So
+// under either these two helpers copy word by word without instrumentation
+// (memcpy itself is intercepted); otherwise memcpy.
 #if defined(__SANITIZE_ADDRESS__)
 #define SOFTRDMA_RAW_MEMORY __attribute__((no_sanitize("address"), noinline))
+#define SOFTRDMA_RAW_COPY 1
+#elif defined(__SANITIZE_THREAD__)
+#define SOFTRDMA_RAW_MEMORY __attribute__((no_sanitize("thread"), noinline))
+#define SOFTRDMA_RAW_COPY 1
 #else
 #define SOFTRDMA_RAW_MEMORY
+#define SOFTRDMA_RAW_COPY 0
 #endif
 
 SOFTRDMA_RAW_MEMORY bool AllZero(const uint8_t* p, uint64_t n) {
@@ -69,7 +75,7 @@ SOFTRDMA_RAW_MEMORY bool AllZero(const uint8_t* p, uint64_t n) {
 }
 
 SOFTRDMA_RAW_MEMORY void CopyPage(const uint8_t* src, uint8_t* dst, uint64_t n) {
-#if defined(__SANITIZE_ADDRESS__)
+#if SOFTRDMA_RAW_COPY
   auto* d = reinterpret_cast<volatile uint64_t*>(dst);
   for (uint64_t i = 0; i < n / 8; ++i) {
     uint64_t v;
