@@ -49,8 +49,12 @@ std::string TypeName(ibv_qp_type t) {
       return "XRCSEND";
     case IBV_QPT_XRC_RECV:
       return "XRCRECV";
-    default:
-      return "T" + std::to_string(t);
+    default: {
+      // Not "T" + to_string(t): GCC 12 at -O3 warns (-Werror=restrict) on it.
+      std::string name = "T";
+      name += std::to_string(t);
+      return name;
+    }
   }
 }
 
