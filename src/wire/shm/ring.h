@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <span>
 
@@ -71,11 +72,17 @@ class Ring;
 class Reservation : public SplitBytes<std::byte> {
  public:
   // Copies into the payload at `offset`, hiding the wrap. Returns false and
-  // writes nothing if [offset, offset + len) is outside the payload.
-  bool Write(uint32_t offset, const void* src, uint32_t len) const;
+  // writes nothing if [offset, offset + len) is outside the payload. Inline
+  // for the common case of bytes before the wrap (every small record).
+  bool Write(uint32_t offset, const void* src, uint32_t len) const {
+    if (uint64_t{offset} + len > first_len_) return WriteSlow(offset, src, len);
+    std::memcpy(first_ + offset, src, len);
+    return true;
+  }
 
  private:
   friend class Ring;
+  bool WriteSlow(uint32_t offset, const void* src, uint32_t len) const;
   uint64_t pos_ = 0;
   uint64_t word_ = 0;  // the claim word, turned into the commit word
 };
@@ -84,11 +91,17 @@ class Reservation : public SplitBytes<std::byte> {
 class RecordView : public SplitBytes<const std::byte> {
  public:
   // Copies out of the payload at `offset`, hiding the wrap. Returns false and
-  // copies nothing if [offset, offset + len) is outside the payload.
-  bool CopyOut(uint32_t offset, void* dst, uint32_t len) const;
+  // copies nothing if [offset, offset + len) is outside the payload. Inline
+  // as Reservation::Write.
+  bool CopyOut(uint32_t offset, void* dst, uint32_t len) const {
+    if (uint64_t{offset} + len > first_len_) return CopyOutSlow(offset, dst, len);
+    std::memcpy(dst, first_ + offset, len);
+    return true;
+  }
 
  private:
   friend class Ring;
+  bool CopyOutSlow(uint32_t offset, void* dst, uint32_t len) const;
   uint64_t pos_ = 0;
   uint32_t nslots_ = 0;
 };
