@@ -44,7 +44,7 @@ void Cq::Push(const ibv_wc& wc, bool solicited) {
     }
     return;
   }
-  const size_t slot = (head_ + count_) % entries_.size();
+  const size_t slot = Wrap(head_ + count_);
   entries_[slot] = wc;
   // Taken under the lock, so the timestamps of one CQ never go backwards.
   if (!ts_.empty()) ts_[slot] = NowNs();
@@ -76,7 +76,7 @@ int Cq::PollSome(int max, ibv_wc* out) {
   uint32_t count = count_;
   while (n < max && count > 0) {
     out[n++] = entries_[head_];
-    head_ = (head_ + 1) % entries_.size();
+    head_ = Wrap(head_ + 1);
     --count;
   }
   SetCount(count);
@@ -104,7 +104,7 @@ bool Cq::PopOne(ibv_wc* wc, uint64_t* ts, uint64_t* wallclock_ns) {
   *wc = entries_[head_];
   *ts = ts_.empty() ? 0 : ts_[head_];
   *wallclock_ns = wall_.empty() ? 0 : wall_[head_];
-  head_ = (head_ + 1) % entries_.size();
+  head_ = Wrap(head_ + 1);
   SetCount(count_ - 1);
   return true;
 }

@@ -104,17 +104,41 @@ void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status) {
     EnterError(engine, qp);
 }
 
-void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
+namespace {
+
+// What every ACK or NAK the requester takes does first. false: not for this
+// QP now (dropped, as a NIC drops it).
+bool TakeResponse(Qp& qp, uint32_t src_qpn) {
   // Responses are processed in RTS, SQD and SQE; in ERR everything is flushed.
-  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) return;
-  if (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_XRC_SEND) return;  // UC/UD: never acknowledged
-  if (ack.src_qpn != qp.attr.dest_qp_num) return;                    // not our peer: ignore
+  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) return false;
+  if (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_XRC_SEND) return false;  // UC/UD: never ACKed
+  if (src_qpn != qp.attr.dest_qp_num) return false;                        // not our peer: ignore
   qp.progress_seen = true;  // restarts the retransmit timer (CheckTimers)
   qp.retries_left = qp.attr.retry_cnt;
+  return true;
+}
+
+void OnPositiveAck(Qp& qp, uint32_t psn) {
+  RetireAcked(qp, psn, /*inclusive=*/true);
+  qp.rnr_retries_left = qp.attr.rnr_retry;
+}
+
+}  // namespace
+
+// The ACK a request carries (wire::kFlagAck): as a kAck record for
+// `ack_psn` just before the request, without building one.
+void OnPiggybackedAck(Engine& engine, Qp& qp, const wire::RecordHeader& req) {
+  if (!TakeResponse(qp, req.src_qpn)) return;
+  OnPositiveAck(qp, req.ack_psn);
+  // Acknowledgements free the way for a WQE that waited behind them.
+  if (qp.tx_blocked) engine.NeedService(&qp);
+}
+
+void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
+  if (!TakeResponse(qp, ack.src_qpn)) return;
   switch (ack.syndrome) {
     case wire::Syndrome::kAck:
-      RetireAcked(qp, ack.psn, /*inclusive=*/true);
-      qp.rnr_retries_left = qp.attr.rnr_retry;
+      OnPositiveAck(qp, ack.psn);
       break;
     case wire::Syndrome::kRnrNak: {
       // Every NAK implicitly acknowledges what came before it.

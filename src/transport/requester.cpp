@@ -173,18 +173,19 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
   iovec parts[limits::kMaxSge + 1];
   parts[0] = iovec{&h, sizeof h};
   int nlocal = 0;
-  uint32_t extents[limits::kMaxSge] = {};
+  const uint32_t inline_max = GetConfig().shm_inline_max;
+  uint32_t extents[limits::kMaxSge];  // written by ResolveLocal for each iovec it fills
   if (w.is_inline) {
     parts[1] = iovec{qp.inline_slot(index), w.total_len};
     nlocal = w.total_len ? 1 : 0;
   } else {
     // The extents matter only to a pull (a message above the inline limit).
-    const bool may_pull = w.total_len > GetConfig().shm_inline_max;
+    const bool may_pull = w.total_len > inline_max;
     nlocal = ResolveLocal(engine, qp, index, w, parts + 1, may_pull ? extents : nullptr);
     if (nlocal < 0) return TxResult::kFailed;
   }
 
-  if (w.is_inline || w.total_len <= GetConfig().shm_inline_max) {
+  if (w.is_inline || w.total_len <= inline_max) {
     h.mode = wire::PayloadMode::kInline;
     h.payload_len = w.total_len;
     if (!engine.SendGather(peer, h, parts, nlocal + 1)) return TxResult::kBlocked;

@@ -40,7 +40,11 @@ int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     RecvWqe& w = qp.rq.at(index);
     w.wr_id = wr->wr_id;
     w.num_sge = static_cast<uint32_t>(wr->num_sge);
-    std::copy_n(wr->sg_list, wr->num_sge, qp.rq.sge_of(index));
+    // One SGE is the common case: a plain copy, not a call to memmove.
+    if (wr->num_sge == 1)
+      *qp.rq.sge_of(index) = wr->sg_list[0];
+    else
+      std::copy_n(wr->sg_list, wr->num_sge, qp.rq.sge_of(index));
     ++qp.rq.head;
     queued = true;
   }
@@ -185,18 +189,6 @@ bool PiggybackAck(const Qp& qp, wire::RecordHeader* h) {
   h->flags |= wire::kFlagAck;
   h->ack_psn = PsnAdd(qp.epsn, 0xffffff);  // epsn - 1, as SendAck
   return true;
-}
-
-void OnPiggybackedAck(Engine& engine, Qp& qp, const wire::RecordHeader& req) {
-  wire::RecordHeader ack{};
-  ack.type = wire::RecordType::kAck;
-  ack.syndrome = wire::Syndrome::kAck;
-  ack.src_qpn = req.src_qpn;
-  ack.dst_qpn = req.dst_qpn;
-  ack.psn = req.ack_psn;
-  ack.src_slot = req.src_slot;
-  ack.src_gen = req.src_gen;
-  OnAck(engine, qp, ack);
 }
 
 bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view) {

@@ -179,24 +179,36 @@ TEST_F(DeferredAckTest, ReplyCarriesTheAck) {
   Recv(a_);
   Recv(b_);
   constexpr int kRounds = 1000;
-  const uint64_t before = RecordsReceived();
-  for (int i = 0; i < kRounds; ++i) {
-    Send(a_);
-    if (i > 0) {
-      ASSERT_EQ(Wait(b_scq_).status, IBV_WC_SUCCESS);
+  // kRounds round trips; *records = the records our ring took meanwhile.
+  auto batch = [&](uint64_t* records) {
+    const uint64_t before = RecordsReceived();
+    for (int i = 0; i < kRounds; ++i) {
+      Send(a_);
+      if (i > 0) {
+        ASSERT_EQ(Wait(b_scq_).status, IBV_WC_SUCCESS);
+      }
+      ASSERT_EQ(Wait(b_rcq_).status, IBV_WC_SUCCESS);
+      Recv(b_);
+      Send(b_);
+      ASSERT_EQ(Wait(a_scq_).status, IBV_WC_SUCCESS);
+      ASSERT_EQ(Wait(a_rcq_).status, IBV_WC_SUCCESS);
+      Recv(a_);
     }
-    ASSERT_EQ(Wait(b_rcq_).status, IBV_WC_SUCCESS);
-    Recv(b_);
-    Send(b_);
-    ASSERT_EQ(Wait(a_scq_).status, IBV_WC_SUCCESS);
-    ASSERT_EQ(Wait(a_rcq_).status, IBV_WC_SUCCESS);
-    Recv(a_);
-  }
-  ASSERT_EQ(Wait(b_scq_).status, IBV_WC_SUCCESS);
-  const uint64_t records = RecordsReceived() - before;
+    ASSERT_EQ(Wait(b_scq_).status, IBV_WC_SUCCESS);
+    *records = RecordsReceived() - before;
+  };
   // 2 messages per round; the progress thread may flush an ACK now and then
-  // (e.g. while it has not yet noticed that we poll).
-  EXPECT_GE(records, 2u * kRounds);
+  // (e.g. while it has not yet noticed that we poll). It also drains, and
+  // then ACKs at once, whenever this thread is preempted between a send and
+  // its poll: on a loaded machine one batch can see hundreds of those. So
+  // one batch in three under the bound passes; without piggybacking every
+  // batch takes 4 records per round.
+  uint64_t records = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ASSERT_NO_FATAL_FAILURE(batch(&records));
+    ASSERT_GE(records, 2u * kRounds);
+    if (records <= 2u * kRounds + kRounds / 4) break;
+  }
   EXPECT_LE(records, 2u * kRounds + kRounds / 4) << "ACKs were not carried by the replies";
 }
 

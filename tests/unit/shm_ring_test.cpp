@@ -307,6 +307,55 @@ TEST(ShmRingTest, CancelledReservationIsSkipped) {
   EXPECT_EQ(ring->UsedSlots(), 0u);
 }
 
+// A cancelled record is published like a commit: the application's drain
+// (which only looks at ready heads) must take it out of the way.
+TEST(ShmRingTest, CancelledHeadIsReadyAndDropped) {
+  LocalRing lr(8);
+  Ring* ring = lr.ring;
+  Reservation a;
+  ASSERT_TRUE(ring->TryReserve(100, &a));
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kPending);
+  EXPECT_FALSE(ring->HeadReady());
+  ring->Cancel(a);
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kReady);
+  EXPECT_TRUE(ring->HeadReady());
+  RecordView v;
+  EXPECT_FALSE(ring->Peek(&v));
+  EXPECT_TRUE(ring->HeadEmpty());
+  EXPECT_EQ(ring->UsedSlots(), 0u);
+}
+
+// The claim CAS expects the free word without looking first: a slot claimed
+// by another reservation must make it move on, never take the slot twice,
+// lap after lap (with records still in flight, so the CAS also meets words
+// of the previous lap's records).
+TEST(ShmRingTest, ClaimsNeverShareASlot) {
+  LocalRing lr(16);
+  Ring* ring = lr.ring;
+  uint64_t next_in = 0, next_out = 0;
+  for (int round = 0; round < 2000; ++round) {
+    Reservation a, b;
+    const uint32_t la = 8 + (round % 3) * 64, lb = 8 + (round % 5) * 40;
+    ASSERT_TRUE(ring->TryReserve(la, &a)) << round;
+    ASSERT_TRUE(ring->TryReserve(lb, &b)) << round;
+    ASSERT_NE(a.first().data(), b.first().data());
+    // Commit out of order: b waits for a.
+    const uint64_t ia = next_in++, ib = next_in++;
+    b.Write(0, &ib, 8);
+    ring->Commit(b);
+    a.Write(0, &ia, 8);
+    ring->Commit(a);
+    RecordView v;
+    while (ring->Peek(&v)) {
+      uint64_t got = ~0ull;
+      v.CopyOut(0, &got, 8);
+      ASSERT_EQ(got, next_out++);
+      ring->Release(v);
+    }
+  }
+  EXPECT_EQ(next_out, next_in);
+}
+
 TEST(ShmRingTest, ConsumerLockExcludes) {
   LocalRing lr(16);
   Ring* ring = lr.ring;

@@ -98,7 +98,8 @@ bool Aligned(const void* p) {
 
 // ---- views ----
 
-bool Reservation::Write(uint32_t offset, const void* src, uint32_t len) const {
+// The wrapping (or out-of-bounds) cases of Write and CopyOut.
+bool Reservation::WriteSlow(uint32_t offset, const void* src, uint32_t len) const {
   if (uint64_t{offset} + len > size_) return false;
   const auto* s = static_cast<const std::byte*>(src);
   if (offset < first_len_) {
@@ -112,7 +113,7 @@ bool Reservation::Write(uint32_t offset, const void* src, uint32_t len) const {
   return true;
 }
 
-bool RecordView::CopyOut(uint32_t offset, void* dst, uint32_t len) const {
+bool RecordView::CopyOutSlow(uint32_t offset, void* dst, uint32_t len) const {
   if (uint64_t{offset} + len > size_) return false;
   auto* d = static_cast<std::byte*>(dst);
   if (offset < first_len_) {
@@ -224,24 +225,24 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
       c_current = true;
       continue;
     }
+    // The claim CAS goes first, expecting the free word, with no load
+    // before it: the seq word's line is usually in the consumer's cache (it
+    // polls that very line), and a load then a CAS would fetch it twice,
+    // shared and then owned. A failed CAS hands back what is there.
     std::atomic<uint64_t>& head = seq(p);
-    const uint64_t free_word = Word(Lap(p), 0, 0, kFree);
-    uint64_t w = head.load(std::memory_order_acquire);
-    if (w == free_word) {
-      const uint64_t claim = Word(Lap(p), pid, n, kClaimed);
-      if (head.compare_exchange_strong(w, claim, std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-        uint64_t expected = p;  // fails harmlessly if someone helped already
-        reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
-                                             std::memory_order_relaxed);
-        RecordHeader hdr{bytes, 0};
-        std::memcpy(data() + (p & (slot_count_ - 1)) * kSlotBytes, &hdr, sizeof(hdr));
-        r->pos_ = p;
-        r->word_ = claim;
-        Locate<Reservation, std::byte>(p, bytes, r);
-        return true;
-      }
-      // w now holds what beat us; fall through.
+    uint64_t w = Word(Lap(p), 0, 0, kFree);
+    const uint64_t claim = Word(Lap(p), pid, n, kClaimed);
+    if (head.compare_exchange_strong(w, claim, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      uint64_t expected = p;  // fails harmlessly if someone helped already
+      reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed);
+      RecordHeader hdr{bytes, 0};
+      std::memcpy(data() + (p & (slot_count_ - 1)) * kSlotBytes, &hdr, sizeof(hdr));
+      r->pos_ = p;
+      r->word_ = claim;
+      Locate<Reservation, std::byte>(p, bytes, r);
+      return true;
     }
     if (Tag(w) == TagOfLap(Lap(p)) && State(w) != kFree && Slots(w) != 0) {
       // Someone claimed p but may not have advanced reserve_pos yet (or died

@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <span>
 
@@ -71,11 +72,17 @@ class Ring;
 class Reservation : public SplitBytes<std::byte> {
  public:
   // Copies into the payload at `offset`, hiding the wrap. Returns false and
-  // writes nothing if [offset, offset + len) is outside the payload.
-  bool Write(uint32_t offset, const void* src, uint32_t len) const;
+  // writes nothing if [offset, offset + len) is outside the payload. Inline
+  // for the common case of bytes before the wrap (every small record).
+  bool Write(uint32_t offset, const void* src, uint32_t len) const {
+    if (uint64_t{offset} + len > first_len_) return WriteSlow(offset, src, len);
+    std::memcpy(first_ + offset, src, len);
+    return true;
+  }
 
  private:
   friend class Ring;
+  bool WriteSlow(uint32_t offset, const void* src, uint32_t len) const;
   uint64_t pos_ = 0;
   uint64_t word_ = 0;  // the claim word, turned into the commit word
 };
@@ -84,11 +91,17 @@ class Reservation : public SplitBytes<std::byte> {
 class RecordView : public SplitBytes<const std::byte> {
  public:
   // Copies out of the payload at `offset`, hiding the wrap. Returns false and
-  // copies nothing if [offset, offset + len) is outside the payload.
-  bool CopyOut(uint32_t offset, void* dst, uint32_t len) const;
+  // copies nothing if [offset, offset + len) is outside the payload. Inline
+  // as Reservation::Write.
+  bool CopyOut(uint32_t offset, void* dst, uint32_t len) const {
+    if (uint64_t{offset} + len > first_len_) return CopyOutSlow(offset, dst, len);
+    std::memcpy(dst, first_ + offset, len);
+    return true;
+  }
 
  private:
   friend class Ring;
+  bool CopyOutSlow(uint32_t offset, void* dst, uint32_t len) const;
   uint64_t pos_ = 0;
   uint32_t nslots_ = 0;
 };
@@ -239,6 +252,11 @@ class alignas(kCacheLine) Ring {
   }
   template <typename View, typename Byte>
   void Locate(uint64_t pos, uint32_t len, View* v) const;
+  // The slot at `pos` is free for pos's lap: nothing to consume there (what
+  // PeekAt would say, without its call). seq_cst as PeekAt's own load.
+  bool FreeAt(uint64_t pos) const {
+    return seq(pos).load(std::memory_order_seq_cst) == FreeWordOfLap(Lap(pos));
+  }
 
   // Record at *cursor if committed; skipping dead producers' records moves
   // *cursor (their slots are already reset, the caller publishes *cursor).
@@ -279,7 +297,9 @@ size_t Ring::ConsumeBatch(size_t max, Fn&& fn) {
   uint64_t cursor = start;
   size_t done = 0;
   RecordView v;
-  while (done < max && PeekAt(&cursor, &v)) {
+  // FreeAt first: after the last record of a batch the next slot is almost
+  // always free, and that answer needs no call.
+  while (done < max && !FreeAt(cursor) && PeekAt(&cursor, &v)) {
     fn(static_cast<const RecordView&>(v));
     ResetSlots(v.pos_, v.nslots_);
     cursor = v.pos_ + v.nslots_;
