@@ -132,6 +132,16 @@ enum class TxResult { kSent, kBlocked, kFailed };
 int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out,
                  uint32_t* extents) {
   const ibv_sge* sge = qp.sq.sge_of(index);
+  if (w.num_sge == 1 && sge[0].length != 0 && !extents) {
+    // The common case, without the loop: around the inline lookup the
+    // compiler would keep the entry's field addresses on the stack.
+    uint64_t host = 0;
+    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[0].lkey, sge[0].addr, sge[0].length,
+                                 qp.pd->id, 0, &host) != 0)
+      return -1;
+    out[0] = iovec{reinterpret_cast<void*>(host), sge[0].length};
+    return 1;
+  }
   int n = 0;
   for (uint32_t i = 0; i < w.num_sge; ++i) {
     if (sge[i].length == 0) continue;
