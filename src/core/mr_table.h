@@ -14,6 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sys/uio.h>
+
+#include <infiniband/verbs.h>
+
 #include "util/seqlock.h"
 #include "util/spinlock.h"
 
@@ -111,6 +115,15 @@ class MrTable {
   // (`qpn`, the target QP of a remote access).
   int Lookup(KeyKind kind, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
              uint32_t needed_access, uint64_t* host_addr, uint32_t qpn = 0) const;
+
+  // An SGE list of this process as iovecs: each non-empty SGE checked by
+  // Lookup (lkey, bounds, `pd_id`, `needed_access`). Stops once `limit` bytes
+  // are covered (the last iovec cut short). `extents` (optional) receives
+  // each iovec's exported extent slot. Returns the iovec count, or -1 for an
+  // SGE that fails its check. Every path that turns SGEs into memory (send,
+  // receive, one-sided) goes through here.
+  int ResolveSges(const ibv_sge* sge, uint32_t num_sge, uint32_t pd_id, uint32_t needed_access,
+                  iovec* out, uint64_t limit = UINT64_MAX, uint32_t* extents = nullptr) const;
 
   // How long deregistration waits for accesses in flight. The counter does
   // not record who holds it, so an initiator killed between increment and
@@ -241,6 +254,35 @@ MrSnapshot ReadMrEntrySlow(const MrEntry& e);
   if (int rc = CheckMrSnapshot(s, kind, key, addr, len, pd_id, needed_access, qpn)) return rc;
   *host_addr = s.host_addr + (addr - s.iova);
   return 0;
+}
+
+[[gnu::always_inline]] inline int MrTable::ResolveSges(const ibv_sge* sge, uint32_t num_sge,
+                                                       uint32_t pd_id, uint32_t needed_access,
+                                                       iovec* out, uint64_t limit,
+                                                       uint32_t* extents) const {
+  if (num_sge == 1 && sge[0].length != 0 && limit != 0 && !extents) {
+    // The common case, without the loop: around the inline lookup the
+    // compiler would keep the entry's field addresses on the stack.
+    uint64_t host = 0;
+    if (Lookup(KeyKind::kLocal, sge[0].lkey, sge[0].addr, sge[0].length, pd_id, needed_access,
+               &host) != 0)
+      return -1;
+    out[0] = iovec{reinterpret_cast<void*>(host), sge[0].length < limit ? sge[0].length : limit};
+    return 1;
+  }
+  int n = 0;
+  for (uint32_t i = 0; i < num_sge && limit; ++i) {
+    if (sge[i].length == 0) continue;
+    uint64_t host = 0;
+    if (Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length, pd_id, needed_access,
+               &host) != 0)
+      return -1;
+    if (extents) extents[n] = ExtentOf(sge[i].lkey);
+    const uint64_t take = sge[i].length < limit ? sge[i].length : limit;
+    out[n++] = iovec{reinterpret_cast<void*>(host), take};
+    limit -= take;
+  }
+  return n;
 }
 
 }  // namespace softrdma

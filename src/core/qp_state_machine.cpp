@@ -2,7 +2,6 @@
 // docs/qp-state-machine.md). Attribute rules live in qp_modify_check.cpp.
 #include "core/qp_state_machine.h"
 
-#include <cerrno>
 #include <cstdint>
 
 namespace softrdma {
@@ -27,27 +26,6 @@ constexpr uint8_t kLegalNext[kQpStateCount] = {
     /* ERR   */ Bit(IBV_QPS_RESET) | Bit(IBV_QPS_ERR),
 };
 
-struct PostRule {
-  bool send_accepted;
-  bool recv_accepted;  // without an SRQ
-  bool send_flushes;
-  bool recv_flushes;
-};
-
-// Receives may be posted from INIT so that buffers are ready before the
-// peer's first message can arrive (C10-97.2.1); sends need RTS. SQD keeps new
-// sends queued (not started), SQE and ERR accept WRs only to flush them, so
-// that a program can always post and reap without checking the state first.
-constexpr PostRule kPostRules[kQpStateCount] = {
-    /* RESET */ {false, false, false, false},
-    /* INIT  */ {false, true, false, false},
-    /* RTR   */ {false, true, false, false},
-    /* RTS   */ {true, true, false, false},
-    /* SQD   */ {true, true, false, false},
-    /* SQE   */ {true, true, true, false},
-    /* ERR   */ {true, true, true, true},
-};
-
 constexpr const char* kStateNames[kQpStateCount + 1] = {
     "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN",
 };
@@ -57,24 +35,6 @@ constexpr const char* kStateNames[kQpStateCount + 1] = {
 bool IsLegalTransition(ibv_qp_state cur, ibv_qp_state next) {
   if (!IsQpState(cur) || !IsQpState(next)) return false;
   return (kLegalNext[cur] & Bit(next)) != 0;
-}
-
-int CheckPostSendState(ibv_qp_state s) {
-  return IsQpState(s) && kPostRules[s].send_accepted ? 0 : EINVAL;
-}
-
-int CheckPostRecvState(ibv_qp_state s, bool has_srq) {
-  // Receives of a QP attached to an SRQ are posted to the SRQ, never the QP.
-  if (has_srq) return EINVAL;
-  return IsQpState(s) && kPostRules[s].recv_accepted ? 0 : EINVAL;
-}
-
-bool SendsFlushImmediately(ibv_qp_state s) {
-  return IsQpState(s) && kPostRules[s].send_flushes;
-}
-
-bool RecvsFlushImmediately(ibv_qp_state s) {
-  return IsQpState(s) && kPostRules[s].recv_flushes;
 }
 
 const char* QpStateName(ibv_qp_state s) {

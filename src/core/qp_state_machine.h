@@ -4,6 +4,7 @@
 // the verbs layer, both wires and the tests all ask the same place.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 
 #include <infiniband/verbs.h>
@@ -55,14 +56,46 @@ constexpr unsigned EffectiveQpAccess(unsigned qp_access_flags) {
   return qp_access_flags & limits::kSupportedQpAccess;
 }
 
-// Post-time state rules (§7): 0 if a WR may be posted in state s, else EINVAL.
-int CheckPostSendState(ibv_qp_state s);
-int CheckPostRecvState(ibv_qp_state s, bool has_srq);
+// Post-time state rules (§6, §7), inline: every post asks them.
+struct PostRule {
+  bool send_accepted;
+  bool recv_accepted;  // without an SRQ
+  bool send_flushes;
+  bool recv_flushes;
+};
+
+// Receives may be posted from INIT so that buffers are ready before the
+// peer's first message can arrive (C10-97.2.1); sends need RTS. SQD keeps new
+// sends queued (not started), SQE and ERR accept WRs only to flush them, so
+// that a program can always post and reap without checking the state first.
+inline constexpr PostRule kPostRules[kQpStateCount] = {
+    /* RESET */ {false, false, false, false},
+    /* INIT  */ {false, true, false, false},
+    /* RTR   */ {false, true, false, false},
+    /* RTS   */ {true, true, false, false},
+    /* SQD   */ {true, true, false, false},
+    /* SQE   */ {true, true, true, false},
+    /* ERR   */ {true, true, true, true},
+};
+
+// 0 if a WR may be posted in state s, else EINVAL.
+inline int CheckPostSendState(ibv_qp_state s) {
+  return IsQpState(s) && kPostRules[s].send_accepted ? 0 : EINVAL;
+}
+inline int CheckPostRecvState(ibv_qp_state s, bool has_srq) {
+  // Receives of a QP attached to an SRQ are posted to the SRQ, never the QP.
+  if (has_srq) return EINVAL;
+  return IsQpState(s) && kPostRules[s].recv_accepted ? 0 : EINVAL;
+}
 
 // Whether WRs accepted in state s complete at once with IBV_WC_WR_FLUSH_ERR
 // instead of being executed (§6, §7).
-bool SendsFlushImmediately(ibv_qp_state s);
-bool RecvsFlushImmediately(ibv_qp_state s);
+inline bool SendsFlushImmediately(ibv_qp_state s) {
+  return IsQpState(s) && kPostRules[s].send_flushes;
+}
+inline bool RecvsFlushImmediately(ibv_qp_state s) {
+  return IsQpState(s) && kPostRules[s].recv_flushes;
+}
 
 // "RESET", "INIT", ... for logs; "INVALID" for values outside the enum.
 const char* QpStateName(ibv_qp_state s);

@@ -92,16 +92,12 @@ DirectOp DirectOpOf(Qp& qp, uint32_t index) {
     out[0] = iovec{const_cast<uint8_t*>(op.inline_copy), op.total_len};
     return op.total_len ? 1 : 0;
   }
-  int n = 0;
-  for (uint32_t i = 0; i < op.num_sge; ++i) {
-    const ibv_sge& sge = op.sge[i];
-    if (sge.length == 0) continue;
-    uint64_t host = sge.addr;
-    if (!op.sges_are_inline && engine.mr_table().Lookup(KeyKind::kLocal, sge.lkey, sge.addr,
-                                                        sge.length, qp.pd->id, access, &host) != 0)
-      return -1;
-    out[n++] = iovec{reinterpret_cast<void*>(host), sge.length};
-  }
+  if (!op.sges_are_inline)
+    return engine.mr_table().ResolveSges(op.sge, op.num_sge, qp.pd->id, access, out);
+  int n = 0;  // IBV_SEND_INLINE buffers: no lkey to check
+  for (uint32_t i = 0; i < op.num_sge; ++i)
+    if (op.sge[i].length)
+      out[n++] = iovec{reinterpret_cast<void*>(op.sge[i].addr), op.sge[i].length};
   return n;
 }
 
@@ -142,19 +138,12 @@ bool CrossMemoryAttach(const PeerLink& peer) {
 // neither is possible.
 int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, uint64_t addr,
               uint64_t len, bool write) {
-  if (mapped && nlocal == 1) {  // the common case: one buffer, mapped
-    // memmove: a WRITE/READ between QPs of one process may overlap itself.
-    if (write)
-      memmove(mapped, local[0].iov_base, len);
-    else
-      memmove(local[0].iov_base, mapped, len);
-    return 0;
-  }
   if (!mapped && !CrossMemoryAttach(peer)) return ENOSYS;
   if (!mapped && peer.pid == SelfPid()) mapped = reinterpret_cast<uint8_t*>(addr);
   if (mapped) {
     uint8_t* p = mapped;
     for (int i = 0; i < nlocal; ++i) {
+      // memmove: a WRITE/READ between QPs of one process may overlap itself.
       if (write)
         memmove(p, local[i].iov_base, local[i].iov_len);
       else
@@ -392,14 +381,13 @@ OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index) {
 }
 
 bool ExecuteAtPost(Engine& engine, Qp& qp, const ibv_send_wr& wr, uint32_t total_len) {
-  // Exactly where the queued WQE would be executed directly at once: an RC
-  // QP in RTS whose send queue is idle (so nothing earlier is outstanding,
-  // and a fence has nothing to wait for) and whose peer is resolved and
-  // reachable without its ring. WRITE_WITH_IMM needs a record: queued.
-  if (qp.type != IBV_QPT_RC || qp.state != IBV_QPS_RTS || qp.sq.head != qp.sq.tail ||
-      qp.rnr_wait_until_ns || !qp.peer)
+  // Exactly where the queued WQE would be executed directly at once. The
+  // caller checked MayExecuteAtPost (the opcode, and an idle send queue: so
+  // nothing earlier is outstanding and a fence has nothing to wait for); the
+  // QP must also be an RC QP in RTS whose peer is resolved and reachable
+  // without its ring.
+  if (qp.type != IBV_QPT_RC || qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns || !qp.peer)
     return false;
-  if (!IsOneSided(wr.opcode) || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return false;
   if (!qp.peer->mappings && !CrossMemoryAttach(*qp.peer)) return false;
   const bool atomic = IsAtomic(wr.opcode);
   DirectOp op{wr.opcode,

@@ -24,7 +24,7 @@ PeerMappings::~PeerMappings() {
 uint8_t* PeerMappings::ResolveSlow(uint32_t slot, uint64_t host, uint64_t len) {
   const ExportedExtent& x = table_->slots[slot];
   const uint64_t id = x.id.load(std::memory_order_acquire);
-  if (id == 0 || host < x.base || len > x.length || host - x.base > x.length - len) return nullptr;
+  if (id == 0 || !Covers(x, host, len)) return nullptr;
   if (table_->retired.load(std::memory_order_acquire) !=
       seen_retired_.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -46,7 +46,7 @@ class PeerMappings {
     if (cache && id != 0 && cache[slot].id.load(std::memory_order_seq_cst) == id &&
         table_->retired.load(std::memory_order_acquire) ==
             seen_retired_.load(std::memory_order_relaxed) &&
-        host >= x.base && len <= x.length && host - x.base <= x.length - len)
+        Covers(x, host, len))
       return cache[slot].local + (host - x.base);
     return ResolveSlow(slot, host, len);
   }
@@ -74,6 +74,10 @@ class PeerMappings {
     uint64_t length = 0;
   };
   uint8_t* ResolveSlow(uint32_t slot, uint64_t host, uint64_t len);
+  // [host, host+len) lies inside the extent.
+  static bool Covers(const ExportedExtent& x, uint64_t host, uint64_t len) {
+    return host >= x.base && len <= x.length && host - x.base <= x.length - len;
+  }
   // Maps the extent in `slot` (mutex_ held). Returns false if it cannot.
   bool MapSlot(uint32_t slot, uint64_t id);
   // Unmaps cached extents the peer has released (mutex_ held).

@@ -1,7 +1,5 @@
 #include "transport/recv_source.h"
 
-#include <algorithm>
-
 #include "core/srq.h"
 #include "transport/engine.h"
 #include "transport/xrc.h"
@@ -39,28 +37,8 @@ void ConsumeRecv(Qp& qp) {
 }
 
 int ResolveRecv(Engine& engine, const RecvSlot& slot, uint64_t len, iovec* out) {
-  const ibv_sge* sge = slot.sges;
-  if (slot.wqe->num_sge == 1 && len && sge[0].length) {
-    // The common case, without the loop (see ResolveLocal in requester.cpp).
-    uint64_t host = 0;
-    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[0].lkey, sge[0].addr, sge[0].length,
-                                 slot.pd_id, IBV_ACCESS_LOCAL_WRITE, &host) != 0)
-      return -1;
-    out[0] = iovec{reinterpret_cast<void*>(host), std::min<uint64_t>(sge[0].length, len)};
-    return 1;
-  }
-  int n = 0;
-  for (uint32_t i = 0; i < slot.wqe->num_sge && len; ++i) {
-    if (sge[i].length == 0) continue;
-    uint64_t host = 0;
-    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
-                                 slot.pd_id, IBV_ACCESS_LOCAL_WRITE, &host) != 0)
-      return -1;
-    uint64_t take = std::min<uint64_t>(sge[i].length, len);
-    out[n++] = iovec{reinterpret_cast<void*>(host), take};
-    len -= take;
-  }
-  return n;
+  return engine.mr_table().ResolveSges(slot.sges, slot.wqe->num_sge, slot.pd_id,
+                                       IBV_ACCESS_LOCAL_WRITE, out, len);
 }
 
 uint64_t RecvCapacity(const RecvSlot& slot) {

@@ -44,7 +44,7 @@ int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
 }
 
 int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-  int rc = qp.state == IBV_QPS_RTS ? 0 : CheckPostSendState(qp.state);  // RTS: the common case
+  int rc = CheckPostSendState(qp.state);
   if (rc) {
     *bad_wr = wr;
     return rc;
@@ -108,7 +108,7 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     queued = true;
   }
   if (queued) {
-    if (qp.state != IBV_QPS_RTS && SendsFlushImmediately(qp.state)) {
+    if (SendsFlushImmediately(qp.state)) {
       if (qp.state == IBV_QPS_SQE)
         FlushSendQueue(qp);  // the receive side keeps working
       else
@@ -131,28 +131,8 @@ enum class TxResult { kSent, kBlocked, kFailed };
 // lkey, bound and the QP's PD. Returns the number of iovecs or -1.
 int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out,
                  uint32_t* extents) {
-  const ibv_sge* sge = qp.sq.sge_of(index);
-  if (w.num_sge == 1 && sge[0].length != 0 && !extents) {
-    // The common case, without the loop: around the inline lookup the
-    // compiler would keep the entry's field addresses on the stack.
-    uint64_t host = 0;
-    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[0].lkey, sge[0].addr, sge[0].length,
-                                 qp.pd->id, 0, &host) != 0)
-      return -1;
-    out[0] = iovec{reinterpret_cast<void*>(host), sge[0].length};
-    return 1;
-  }
-  int n = 0;
-  for (uint32_t i = 0; i < w.num_sge; ++i) {
-    if (sge[i].length == 0) continue;
-    uint64_t host = 0;
-    if (engine.mr_table().Lookup(KeyKind::kLocal, sge[i].lkey, sge[i].addr, sge[i].length,
-                                 qp.pd->id, 0, &host) != 0)
-      return -1;
-    if (extents) extents[n] = engine.mr_table().ExtentOf(sge[i].lkey);
-    out[n++] = iovec{reinterpret_cast<void*>(host), sge[i].length};
-  }
-  return n;
+  return engine.mr_table().ResolveSges(qp.sq.sge_of(index), w.num_sge, qp.pd->id, 0, out,
+                                       UINT64_MAX, extents);
 }
 
 namespace {

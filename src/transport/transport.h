@@ -95,13 +95,14 @@ enum class OneSidedTx {
   kStopped,  // completed with an error: the QP is in ERR
 };
 OneSidedTx TransmitOneSided(Engine& engine, Qp& qp, uint32_t index);
-// Post time: executes a validated one-sided WR at once, without queueing
-// it, where TransmitOneSided would execute it directly as the head of the
-// SQ; completes it if signaled. false = not done: queue it as usual (which
-// also reports any error).
+// Post time: executes a validated one-sided WR for which MayExecuteAtPost
+// holds at once, without queueing it, where TransmitOneSided would execute
+// it directly as the head of the SQ; completes it if signaled. false = not
+// done: queue it as usual (which also reports any error).
 bool ExecuteAtPost(Engine& engine, Qp& qp, const ibv_send_wr& wr, uint32_t total_len);
 // The cheap part of ExecuteAtPost's conditions, inline so that a SEND does
-// not pay a call for it: the opcode, and an idle send queue.
+// not pay a call for it: the opcode (not WRITE_WITH_IMM, which needs a
+// record), and an idle send queue.
 inline bool MayExecuteAtPost(const Qp& qp, ibv_wr_opcode op) {
   return (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
           op == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
