@@ -118,11 +118,8 @@ TEST(TwoProcesses, MegabyteSendArrivesIntact) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
-  ibv_destroy_qp(e.qp);
   ibv_dereg_mr(mr);
-  ibv_destroy_cq(e.cq);
-  ibv_dealloc_pd(e.pd);
-  ibv_close_device(e.ctx);
+  e.Close();
 }
 
 // Child: connects and never posts a receive, then waits to be killed.
@@ -170,11 +167,8 @@ TEST(TwoProcesses, PeerKilledMidTransferEndsInRetryExceeded) {
   auto wcs = PollN(e.cq, 1, 10000);
   ASSERT_EQ(wcs.size(), 1u) << "the send never completed after its peer died";
   EXPECT_EQ(wcs[0].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wcs[0].status);
-  ibv_destroy_qp(e.qp);
   ibv_dereg_mr(mr);
-  ibv_destroy_cq(e.cq);
-  ibv_dealloc_pd(e.pd);
-  ibv_close_device(e.ctx);
+  e.Close();
 }
 
 // Child: receives two messages by polling, then makes no verbs call at all
@@ -253,11 +247,8 @@ TEST(TwoProcesses, AckArrivesWhenTheResponderStopsPolling) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
-  ibv_destroy_qp(e.qp);
   ibv_dereg_mr(mr);
-  ibv_destroy_cq(e.cq);
-  ibv_dealloc_pd(e.pd);
-  ibv_close_device(e.ctx);
+  e.Close();
 }
 
 }  // namespace
