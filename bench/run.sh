@@ -29,6 +29,9 @@
 # rtt_after_ns (median of the 3, in ns; empty for other measurements or when it could not
 # run). The report shows the round trip of both sides of every latency target and flags
 # "states differ" when their medians are more than 1.5x apart.
+# The 8 B latency targets (ib_send_lat, ib_write_lat, UCX tag_lat; unpinned and pinned)
+# run first, softrdma's and UCX's runs of each repetition back to back, so that their
+# ratio compares runs taken in the same state.
 #
 # Options:
 #   --quick       smoke run: 3 sizes, short runs, --repeat 2 unless given
@@ -342,15 +345,84 @@ perftest_ready() {
   [[ -z "$REASON" ]]
 }
 
-run_perftest() {
-  local have=1 t size pinned rep n args spec
-  local tests=(send_lat write_lat read_lat send_bw write_bw read_bw atomic_lat atomic_bw)
-  local -A timeouts=()
-  perftest_ready || have=0
-  local reason=$REASON
-  ((have)) && log "perftest over softrdma0, GID index $GID ($LIB_DIR)"
+# The latency targets (8 B, unpinned and pinned): softrdma's and UCX's runs of one
+# repetition follow each other (run_latency_targets) instead of being minutes apart in
+# their suites, so that a ratio compares runs taken in the same machine state.
+LATENCY_TARGETS=("perftest send_lat 8" "perftest write_lat 8" "ucx tag_lat 8")
+is_latency_target() { # SUITE TEST SIZE
+  local spec
+  for spec in "${LATENCY_TARGETS[@]}"; do [[ "$spec" == "$1 $2 $3" ]] && return 0; done
+  return 1
+}
+
+PERFTEST_HAVE=-1 # -1: not checked yet; then 1 or 0 (with PERFTEST_REASON)
+PERFTEST_REASON=""
+declare -A PERFTEST_TIMEOUTS=()
+perftest_check() {
+  ((PERFTEST_HAVE >= 0)) && return
+  PERFTEST_HAVE=1
+  perftest_ready || PERFTEST_HAVE=0
+  PERFTEST_REASON=$REASON
+  ((PERFTEST_HAVE)) && log "perftest over softrdma0, GID index $GID ($LIB_DIR)"
+}
+
+# perftest_one TEST SIZE PINNED REP (TEST without the ib_ prefix)
+perftest_one() {
+  local t=$1 size=$2 pinned=$3 rep=$4 n args
+  perftest_check
+  if ((!PERFTEST_HAVE)); then record_error perftest "ib_$t" "$size" "$pinned" "$rep" "$PERFTEST_REASON"; return; fi
+  if ((${PERFTEST_TIMEOUTS[$t]:-0} >= 2)); then
+    record_error perftest "ib_$t" "$size" "$pinned" "$rep" "skipped: ib_$t timed out twice in this run"
+    return
+  fi
+  if [[ $t == *_lat ]]; then n=$(lat_iters "$size"); else n=$(bw_iters "$size"); fi
+  args=(-d softrdma0 -x "$GID" -p @PORT@ -n "$n" -F)
+  [[ $t == atomic_* ]] || args+=(-s "$size")
   PAIR_ENV=(LD_LIBRARY_PATH="$LIB_DIR")
-  local plan=()
+  SERVER_CMD=("ib_$t" "${args[@]}")
+  CLIENT_CMD=("ib_$t" "${args[@]}" 127.0.0.1)
+  PAIR_RTT=0
+  [[ $t == *_lat ]] && PAIR_RTT=1
+  run_pair perftest "ib_$t" "$size" "$pinned" "$rep"
+  PAIR_RTT=0
+  ((LAST_RC == 124 || LAST_RC == 137)) && PERFTEST_TIMEOUTS[$t]=$((${PERFTEST_TIMEOUTS[$t]:-0} + 1))
+}
+
+# ucx_one TEST SIZE PINNED REP
+ucx_one() {
+  local t=$1 size=$2 pinned=$3 rep=$4 n
+  if ! command -v ucx_perftest >/dev/null 2>&1; then
+    record_error ucx "$t" "$size" "$pinned" "$rep" "ucx_perftest not installed (Debian: ucx-utils)"
+    return
+  fi
+  if [[ $t == tag_lat ]]; then n=$(lat_iters "$size"); else n=$(bw_iters "$size"); fi
+  PAIR_ENV=("UCX_TLS=posix,cma")
+  SERVER_CMD=(ucx_perftest -p @PORT@)
+  CLIENT_CMD=(ucx_perftest 127.0.0.1 -p @PORT@ -t "$t" -s "$size" -n "$n" -w $((n / 10 + 1)) -v)
+  PAIR_RTT=0
+  [[ $t == tag_lat ]] && PAIR_RTT=1
+  run_pair ucx "$t" "$size" "$pinned" "$rep"
+  PAIR_RTT=0
+}
+
+run_latency_targets() {
+  local rep pinned spec suite t size
+  log "latency targets, softrdma and UCX back to back: ${LATENCY_TARGETS[*]}"
+  for rep in $(seq 0 $((REPEAT - 1))); do
+    for pinned in 0 1; do
+      for spec in "${LATENCY_TARGETS[@]}"; do
+        read -r suite t size <<<"$spec"
+        want "$suite" || continue
+        if [[ $suite == perftest ]]; then perftest_one "$t" "$size" "$pinned" "$rep"; else ucx_one "$t" "$size" "$pinned" "$rep"; fi
+      done
+    done
+  done
+}
+
+run_perftest() {
+  local t size pinned rep spec plan=()
+  local tests=(send_lat write_lat read_lat send_bw write_bw read_bw atomic_lat atomic_bw)
+  perftest_check
   for t in "${tests[@]}"; do
     if [[ $t == atomic_* ]]; then plan+=("$t 8 0"); continue; fi
     for size in "${SIZES[@]}"; do plan+=("$t $size 0"); done
@@ -359,28 +431,14 @@ run_perftest() {
   for rep in $(seq 0 $((REPEAT - 1))); do
     for spec in "${plan[@]}"; do
       read -r t size pinned <<<"$spec"
-      if ((!have)); then record_error perftest "ib_$t" "$size" "$pinned" "$rep" "$reason"; continue; fi
-      if ((${timeouts[$t]:-0} >= 2)); then
-        record_error perftest "ib_$t" "$size" "$pinned" "$rep" "skipped: ib_$t timed out twice in this run"
-        continue
-      fi
-      if [[ $t == *_lat ]]; then n=$(lat_iters "$size"); else n=$(bw_iters "$size"); fi
-      args=(-d softrdma0 -x "$GID" -p @PORT@ -n "$n" -F)
-      [[ $t == atomic_* ]] || args+=(-s "$size")
-      SERVER_CMD=("ib_$t" "${args[@]}")
-      CLIENT_CMD=("ib_$t" "${args[@]}" 127.0.0.1)
-      PAIR_RTT=0
-      [[ $t == *_lat ]] && PAIR_RTT=1
-      run_pair perftest "ib_$t" "$size" "$pinned" "$rep"
-      PAIR_RTT=0
-      ((LAST_RC == 124 || LAST_RC == 137)) && timeouts[$t]=$((${timeouts[$t]:-0} + 1))
+      is_latency_target perftest "$t" "$size" && continue # run_latency_targets
+      perftest_one "$t" "$size" "$pinned" "$rep"
     done
   done
 }
 
 run_ucx() {
-  local t size pinned rep n spec plan=()
-  PAIR_ENV=("UCX_TLS=posix,cma")
+  local t size pinned rep spec plan=()
   for t in tag_lat tag_bw; do
     for size in "${SIZES[@]}"; do plan+=("$t $size 0"); done
   done
@@ -389,17 +447,8 @@ run_ucx() {
   for rep in $(seq 0 $((REPEAT - 1))); do
     for spec in "${plan[@]}"; do
       read -r t size pinned <<<"$spec"
-      if ! command -v ucx_perftest >/dev/null 2>&1; then
-        record_error ucx "$t" "$size" "$pinned" "$rep" "ucx_perftest not installed (Debian: ucx-utils)"
-        continue
-      fi
-      if [[ $t == tag_lat ]]; then n=$(lat_iters "$size"); else n=$(bw_iters "$size"); fi
-      SERVER_CMD=(ucx_perftest -p @PORT@)
-      CLIENT_CMD=(ucx_perftest 127.0.0.1 -p @PORT@ -t "$t" -s "$size" -n "$n" -w $((n / 10 + 1)) -v)
-      PAIR_RTT=0
-      [[ $t == tag_lat ]] && PAIR_RTT=1
-      run_pair ucx "$t" "$size" "$pinned" "$rep"
-      PAIR_RTT=0
+      is_latency_target ucx "$t" "$size" && continue # run_latency_targets
+      ucx_one "$t" "$size" "$pinned" "$rep"
     done
   done
 }
@@ -713,6 +762,7 @@ if want perftest || want ucx; then
   fi
 fi
 want limits && run_limits
+if want perftest || want ucx; then run_latency_targets; fi
 want perftest && run_perftest
 want ucx && run_ucx
 want tcp && run_tcp
