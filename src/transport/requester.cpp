@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "core/device.h"
 #include "core/limits.h"
@@ -69,7 +70,13 @@ int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
   return CheckSendWr(qp, wr, total);
 }
 
-int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+[[gnu::always_inline]] inline void TransmitBody(Engine& engine, Qp& qp);
+
+namespace {
+
+// PostSend's body, inline into both entry points.
+[[gnu::always_inline]] inline int PostSendHeld(Engine& engine, Qp& qp, ibv_send_wr* wr,
+                                               ibv_send_wr** bad_wr) {
   int rc = CheckPostSendState(qp.state);
   if (rc) {
     *bad_wr = wr;
@@ -156,11 +163,22 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       else
         EnterError(engine, qp);  // flushes what was just queued
     } else {
-      Transmit(engine, qp);
+      TransmitBody(engine, qp);
       engine.WatchTimers();
     }
   }
   return rc;
+}
+
+}  // namespace
+
+int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  return PostSendHeld(engine, qp, wr, bad_wr);
+}
+
+int LockAndPostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  std::lock_guard<SpinLock> lock(qp.lock);
+  return PostSendHeld(engine, qp, wr, bad_wr);
 }
 
 namespace {
@@ -295,6 +313,12 @@ bool EnsurePeer(Engine& engine, Qp& qp) {
 }
 
 void Transmit(Engine& engine, Qp& qp) {
+  TransmitBody(engine, qp);
+}
+
+// Transmit's body, inline into PostSend too: a post that transmits at once
+// (an idle SQ) runs in one frame.
+[[gnu::always_inline]] inline void TransmitBody(Engine& engine, Qp& qp) {
   // SQD: WQEs not yet started stay queued until the QP returns to RTS.
   if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
   if (qp.type == IBV_QPT_UD) return TransmitDatagrams(engine, qp);
