@@ -295,18 +295,12 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
   return link;
 }
 
-// A header and at most one payload piece (every ACK, every small SEND):
-// written straight into the reservation, the header as a fixed-size copy,
-// without an iovec array and SendGather's loops.
+// A header and at most one payload piece (every ACK, every small SEND): one
+// call that reserves, writes and commits (Ring::TryProduce, straight-line
+// for a small record), without an iovec array and SendGather's loops.
 bool Engine::Send(PeerLink& peer, const wire::RecordHeader& hdr, const void* payload,
                   uint32_t len) {
-  shm::Ring& ring = *peer.ring;
-  shm::Reservation r;
-  if (!ring.TryReserve(static_cast<uint32_t>(sizeof hdr) + len, &r)) return false;
-  r.Write(0, &hdr, sizeof hdr);
-  if (len != 0) r.Write(sizeof hdr, payload, len);
-  ring.Commit(r);
-  return true;
+  return peer.ring->TryProduce(&hdr, sizeof hdr, payload, len);
 }
 
 bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader& hdr, const iovec* parts,

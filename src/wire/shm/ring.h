@@ -84,20 +84,25 @@ class Reservation : public SplitBytes<std::byte> {
   // size that fits instead of a call into libc (a record's header, a small
   // SEND's data: ib_send_lat -s 8).
   static void CopySmall(std::byte* dst, const std::byte* src, uint32_t len) {
+    using V16 = long long __attribute__((vector_size(16)));
     if (__builtin_constant_p(len) || len > 64) {
       std::memcpy(dst, src, len);
     } else if (len > 32) {
-      std::byte a[32], b[32];
-      std::memcpy(a, src, 32);
-      std::memcpy(b, src + len - 32, 32);
-      std::memcpy(dst, a, 32);
-      std::memcpy(dst + len - 32, b, 32);
+      V16 a, b, c, d;  // vector values stay in registers (byte arrays did not)
+      std::memcpy(&a, src, 16);
+      std::memcpy(&b, src + 16, 16);
+      std::memcpy(&c, src + len - 32, 16);
+      std::memcpy(&d, src + len - 16, 16);
+      std::memcpy(dst, &a, 16);
+      std::memcpy(dst + 16, &b, 16);
+      std::memcpy(dst + len - 32, &c, 16);
+      std::memcpy(dst + len - 16, &d, 16);
     } else if (len > 16) {
-      std::byte a[16], b[16];
-      std::memcpy(a, src, 16);
-      std::memcpy(b, src + len - 16, 16);
-      std::memcpy(dst, a, 16);
-      std::memcpy(dst + len - 16, b, 16);
+      V16 a, b;
+      std::memcpy(&a, src, 16);
+      std::memcpy(&b, src + len - 16, 16);
+      std::memcpy(dst, &a, 16);
+      std::memcpy(dst + len - 16, &b, 16);
     } else if (len >= 8) {
       uint64_t a, b;
       std::memcpy(&a, src, 8);
@@ -199,7 +204,9 @@ class alignas(kCacheLine) Ring {
   // Gives the reservation up (e.g. filling it failed): the consumer skips it.
   // Every reservation must end in Commit or Cancel, else the ring stalls.
   void Cancel(const Reservation& r);
-  // Reserve + write hdr then payload + commit.
+  // Reserve + write hdr then payload + commit, in one call (a small record,
+  // the common case, without a Reservation: see ring.cpp). False as
+  // TryReserve.
   bool TryProduce(const void* hdr, uint32_t hdr_len, const void* payload, uint32_t payload_len);
 
   // ---- consumer (one thread at a time; serialise with the lock below) ----
@@ -298,6 +305,12 @@ class alignas(kCacheLine) Ring {
   }
   template <typename View, typename Byte>
   void Locate(uint64_t pos, uint32_t len, View* v) const;
+  // TryProduce through TryReserve, Write and Commit: every case its
+  // straight path does not take.
+  [[gnu::noinline]] bool TryProduceSlow(const void* hdr, uint32_t hdr_len, const void* payload,
+                                        uint32_t payload_len);
+  // Wake(), then true: TryProduce's wake-up as a jump.
+  [[gnu::noinline]] bool WakeAfterCommit();
   // TryReserve's general case (stale positions, a full-looking ring, a lost
   // claim, helping), entered when its straight attempt did not succeed.
   [[gnu::noinline]] bool TryReserveLoop(uint32_t bytes, Reservation* r);
