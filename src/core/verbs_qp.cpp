@@ -241,7 +241,11 @@ int DestroyQp(ibv_qp* ibqp) {
   return 0;
 }
 
-int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+namespace {
+
+// ibv_post_send with a null argument (bad_wr may be null: the WR chain is
+// still posted; the QP or the chain may not), or before the engine exists.
+[[gnu::noinline]] int PostSendSlow(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   ibv_send_wr* ignored;
   if (!bad_wr) bad_wr = &ignored;
   if (!ibqp || !wr) {
@@ -249,9 +253,17 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     return EINVAL;
   }
   Engine* engine = Engine::Get(nullptr);
-  Qp& qp = *Qp::From(ibqp);
-  std::lock_guard<SpinLock> lock(qp.lock);
-  return transport::PostSend(*engine, qp, wr, bad_wr);
+  return transport::LockAndPostSend(*engine, *Qp::From(ibqp), wr, bad_wr);
+}
+
+}  // namespace
+
+int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  // A jump into the transport, which takes the QP's lock: no frame here.
+  Engine* engine = Engine::Current();
+  if (!ibqp || !wr || !bad_wr || !engine) [[unlikely]]
+    return PostSendSlow(ibqp, wr, bad_wr);
+  return transport::LockAndPostSend(*engine, *Qp::From(ibqp), wr, bad_wr);
 }
 
 int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {

@@ -295,14 +295,21 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
   return link;
 }
 
+// A header and at most one payload piece (every ACK, every small SEND): one
+// call that reserves, writes and commits (Ring::TryProduce, straight-line
+// for a small record), without an iovec array and SendGather's loops.
 bool Engine::Send(PeerLink& peer, const wire::RecordHeader& hdr, const void* payload,
                   uint32_t len) {
-  iovec parts[2] = {{const_cast<wire::RecordHeader*>(&hdr), sizeof hdr},
-                    {const_cast<void*>(payload), len}};
-  return SendGather(peer, hdr, parts, len ? 2 : 1);
+  return peer.ring->TryProduce(&hdr, sizeof hdr, payload, len);
 }
 
-bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader&, const iovec* parts, int nparts) {
+bool Engine::SendGather(PeerLink& peer, const wire::RecordHeader& hdr, const iovec* parts,
+                        int nparts) {
+  // parts[0] is the header (by the callers' convention): two parts or fewer
+  // take Send's direct path.
+  if (nparts <= 2 && parts[0].iov_base == &hdr && parts[0].iov_len == sizeof hdr)
+    return Send(peer, hdr, nparts == 2 ? parts[1].iov_base : nullptr,
+                nparts == 2 ? static_cast<uint32_t>(parts[1].iov_len) : 0);
   uint32_t bytes = 0;
   for (int i = 0; i < nparts; ++i) bytes += static_cast<uint32_t>(parts[i].iov_len);
   shm::Reservation r;

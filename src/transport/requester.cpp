@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "core/device.h"
 #include "core/limits.h"
@@ -25,25 +26,57 @@ constexpr uint32_t kFragmentBytes = 8192;
 
 }  // namespace
 
-int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
-  if (int rc = CheckSendOpcode(qp.type, wr.opcode)) return rc;  // core/wr_opcodes.h
+namespace {
+
+// SEND and SEND_WITH_IMM: two-sided, so neither the one-sided checks
+// (ValidateOneSidedWr) nor the one-sided and local-operation fields
+// (CaptureOneSidedWr) concern them.
+constexpr bool IsPlainSend(ibv_wr_opcode op) {
+  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
+}
+
+// ValidateSendWr's rules, inline into PostSend. The common case (an RC SEND
+// with one SGE) passes each test at its first comparison and sums its one
+// SGE without entering the loop.
+[[gnu::always_inline]] inline int CheckSendWr(const Qp& qp, const ibv_send_wr& wr,
+                                              uint64_t* total) {
+  const ibv_wr_opcode op = wr.opcode;
+  if (int rc = CheckSendOpcode(qp.type, op)) return rc;  // core/wr_opcodes.h
   if (qp.type == IBV_QPT_XRC_SEND)
     if (int rc = CheckXrcSendWr(qp, wr)) return rc;  // transport/xrc.cpp
-  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > qp.cap.max_send_sge) return EINVAL;
-  if (wr.num_sge > 0 && !wr.sg_list) return EINVAL;
+  // A negative num_sge reads as a count above any max_send_sge.
+  const uint32_t nsge = static_cast<uint32_t>(wr.num_sge);
+  if (nsge > qp.cap.max_send_sge) return EINVAL;
   uint64_t sum = 0;
-  for (int i = 0; i < wr.num_sge; ++i) sum += wr.sg_list[i].length;
+  if (nsge != 0) {
+    if (!wr.sg_list) return EINVAL;
+    sum = wr.sg_list[0].length;
+    for (uint32_t i = 1; i < nsge; ++i) sum += wr.sg_list[i].length;
+  }
   if (sum > limits::kMaxMsgSize) return EINVAL;
   if ((wr.send_flags & IBV_SEND_INLINE) && sum > qp.cap.max_inline_data) return EINVAL;
   // A UD message is one packet: refused here rather than dropped on the way
   // (rxe drops it and reports success), so the error shows where it is made.
   if (qp.type == IBV_QPT_UD && (!wr.wr.ud.ah || sum > (128u << limits::kActiveMtu))) return EINVAL;
-  if (int rc = ValidateOneSidedWr(qp, wr, sum)) return rc;
+  if (!IsPlainSend(op))
+    if (int rc = ValidateOneSidedWr(qp, wr, sum)) return rc;
   *total = sum;
   return 0;
 }
 
-int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+}  // namespace
+
+int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total) {
+  return CheckSendWr(qp, wr, total);
+}
+
+[[gnu::always_inline]] inline void TransmitBody(Engine& engine, Qp& qp);
+
+namespace {
+
+// PostSend's body, inline into both entry points.
+[[gnu::always_inline]] inline int PostSendHeld(Engine& engine, Qp& qp, ibv_send_wr* wr,
+                                               ibv_send_wr** bad_wr) {
   int rc = CheckPostSendState(qp.state);
   if (rc) {
     *bad_wr = wr;
@@ -52,7 +85,7 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   bool queued = false;
   for (; wr; wr = wr->next) {
     uint64_t total = 0;
-    rc = ValidateSendWr(qp, *wr, &total);
+    rc = CheckSendWr(qp, *wr, &total);
     if (rc == 0 && qp.sq.full()) rc = ENOMEM;
     if (rc) {
       *bad_wr = wr;
@@ -64,15 +97,17 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     if (MayExecuteAtPost(qp, wr->opcode) &&
         ExecuteAtPost(engine, qp, *wr, static_cast<uint32_t>(total)))
       continue;
-    uint32_t index = qp.sq.head;
+    const ibv_wr_opcode op = wr->opcode;
+    const unsigned flags = wr->send_flags;
+    const uint32_t index = qp.sq.head;
     SendWqe& w = qp.sq.at(index);
     w.wr_id = wr->wr_id;
-    w.opcode = wr->opcode;
-    w.imm = wr->opcode == IBV_WR_SEND_WITH_IMM ? wr->imm_data : 0;
+    w.opcode = op;
+    w.imm = op == IBV_WR_SEND_WITH_IMM ? wr->imm_data : 0;
     w.total_len = static_cast<uint32_t>(total);
-    w.signaled = qp.sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-    w.solicited = wr->send_flags & IBV_SEND_SOLICITED;
-    w.is_inline = wr->send_flags & IBV_SEND_INLINE;
+    w.signaled = qp.sq_sig_all || (flags & IBV_SEND_SIGNALED);
+    w.solicited = flags & IBV_SEND_SOLICITED;
+    w.is_inline = flags & IBV_SEND_INLINE;
     w.tx_offset = 0;
     w.xrc_srqn = qp.type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn & 0xffffff : 0;
     if (qp.type == IBV_QPT_UD) {
@@ -90,19 +125,33 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     }
     // The PSN is assigned at first transmission (Transmit): operations the
     // initiator executes directly never use one.
-    CaptureOneSidedWr(w, *wr);
+    if (IsPlainSend(op)) {
+      // Of CaptureOneSidedWr's fields a SEND's transmission and completion
+      // read only these (Transmit: fence, PSN); the rest stay unwritten.
+      w.fenced = flags & IBV_SEND_FENCE;
+      w.has_psn = false;
+      w.placed = false;
+      w.resp_done = false;
+    } else {
+      CaptureOneSidedWr(w, *wr);
+    }
+    const uint32_t nsge = static_cast<uint32_t>(wr->num_sge);
     if (w.is_inline) {
       // Inline data is taken at post time (no lkey needed): the application
       // may reuse its buffer as soon as ibv_post_send returns.
       uint8_t* dst = qp.inline_slot(index);
-      for (int i = 0; i < wr->num_sge; ++i) {
+      for (uint32_t i = 0; i < nsge; ++i) {
         memcpy(dst, reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
         dst += wr->sg_list[i].length;
       }
       w.num_sge = 0;
     } else {
-      w.num_sge = static_cast<uint32_t>(wr->num_sge);
-      std::copy_n(wr->sg_list, wr->num_sge, qp.sq.sge_of(index));
+      w.num_sge = nsge;
+      ibv_sge* sge = qp.sq.sge_of(index);
+      if (nsge == 1)
+        sge[0] = wr->sg_list[0];
+      else
+        std::copy_n(wr->sg_list, nsge, sge);
     }
     ++qp.sq.head;
     queued = true;
@@ -114,11 +163,22 @@ int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       else
         EnterError(engine, qp);  // flushes what was just queued
     } else {
-      Transmit(engine, qp);
+      TransmitBody(engine, qp);
       engine.WatchTimers();
     }
   }
   return rc;
+}
+
+}  // namespace
+
+int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  return PostSendHeld(engine, qp, wr, bad_wr);
+}
+
+int LockAndPostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  std::lock_guard<SpinLock> lock(qp.lock);
+  return PostSendHeld(engine, qp, wr, bad_wr);
 }
 
 namespace {
@@ -154,34 +214,18 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
   return h;
 }
 
-TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
+// A message above the inline limit: the responder pulls it (one copy) or it
+// goes through the ring in fragments (two copies). Out of line, so that the
+// small message's path in Transmit stays short.
+[[gnu::noinline]] TxResult TransmitLarge(Engine& engine, Qp& qp, uint32_t index,
+                                         wire::RecordHeader& h, bool carries_ack) {
   SendWqe& w = qp.sq.at(index);
   PeerLink& peer = *qp.peer;
-  wire::RecordHeader h = RequestHeader(engine, qp, w);
-  // Our pending ACK for the peer's requests rides along (responder.cpp).
-  const bool carries_ack = PiggybackAck(qp, &h);
   iovec parts[limits::kMaxSge + 1];
   parts[0] = iovec{&h, sizeof h};
-  int nlocal = 0;
-  const uint32_t inline_max = GetConfig().shm_inline_max;
   uint32_t extents[limits::kMaxSge];  // written by ResolveLocal for each iovec it fills
-  if (w.is_inline) {
-    parts[1] = iovec{qp.inline_slot(index), w.total_len};
-    nlocal = w.total_len ? 1 : 0;
-  } else {
-    // The extents matter only to a pull (a message above the inline limit).
-    const bool may_pull = w.total_len > inline_max;
-    nlocal = ResolveLocal(engine, qp, index, w, parts + 1, may_pull ? extents : nullptr);
-    if (nlocal < 0) return TxResult::kFailed;
-  }
-
-  if (w.is_inline || w.total_len <= inline_max) {
-    h.mode = wire::PayloadMode::kInline;
-    h.payload_len = w.total_len;
-    if (!engine.SendGather(peer, h, parts, nlocal + 1)) return TxResult::kBlocked;
-    if (carries_ack) qp.ack_pending = false;
-    return TxResult::kSent;
-  }
+  const int nlocal = ResolveLocal(engine, qp, index, w, parts + 1, extents);
+  if (nlocal < 0) return TxResult::kFailed;
 
   // UC completes a send once it is on the wire, so the responder must not
   // read the buffer later: UC moves bulk data by fragments.
@@ -224,6 +268,41 @@ TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
   return TxResult::kSent;
 }
 
+// Inline into Transmit: a small message is one record holding the header
+// and the data (the QP's inline copy, or the application's buffer found by
+// its lkey), written by Engine::Send without an iovec list when the data is
+// one piece.
+[[gnu::always_inline]] inline TxResult TransmitOne(Engine& engine, Qp& qp, uint32_t index) {
+  SendWqe& w = qp.sq.at(index);
+  wire::RecordHeader h = RequestHeader(engine, qp, w);
+  // Our pending ACK for the peer's requests rides along (responder.cpp).
+  const bool carries_ack = PiggybackAck(qp, &h);
+  // shm_inline_max is never below kMaxInlineData (util/config.cpp): a
+  // message up to that size needs no look at the configuration.
+  const uint32_t len = w.total_len;
+  if (!w.is_inline && len > static_cast<uint32_t>(limits::kMaxInlineData) &&
+      len > GetConfig().shm_inline_max) [[unlikely]]
+    return TransmitLarge(engine, qp, index, h, carries_ack);
+  h.mode = wire::PayloadMode::kInline;
+  h.payload_len = len;
+  bool sent;
+  if (w.is_inline) {
+    sent = engine.Send(*qp.peer, h, qp.inline_slot(index), len);
+  } else {
+    iovec parts[limits::kMaxSge + 1];
+    parts[0] = iovec{&h, sizeof h};
+    const int nlocal = engine.mr_table().ResolveSges(qp.sq.sge_of(index), w.num_sge, qp.pd->id, 0,
+                                                     parts + 1);
+    if (nlocal < 0) return TxResult::kFailed;
+    sent = nlocal <= 1 ? engine.Send(*qp.peer, h, nlocal ? parts[1].iov_base : nullptr,
+                                     nlocal ? static_cast<uint32_t>(parts[1].iov_len) : 0)
+                       : engine.SendGather(*qp.peer, h, parts, nlocal + 1);
+  }
+  if (!sent) return TxResult::kBlocked;
+  if (carries_ack) qp.ack_pending = false;
+  return TxResult::kSent;
+}
+
 }  // namespace
 
 bool EnsurePeer(Engine& engine, Qp& qp) {
@@ -234,6 +313,12 @@ bool EnsurePeer(Engine& engine, Qp& qp) {
 }
 
 void Transmit(Engine& engine, Qp& qp) {
+  TransmitBody(engine, qp);
+}
+
+// Transmit's body, inline into PostSend too: a post that transmits at once
+// (an idle SQ) runs in one frame.
+[[gnu::always_inline]] inline void TransmitBody(Engine& engine, Qp& qp) {
   // SQD: WQEs not yet started stay queued until the QP returns to RTS.
   if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
   if (qp.type == IBV_QPT_UD) return TransmitDatagrams(engine, qp);

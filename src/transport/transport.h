@@ -27,6 +27,10 @@ namespace softrdma::transport {
 int ValidateSendWr(const Qp& qp, const ibv_send_wr& wr, uint64_t* total);
 // Validates and queues a chain of send WRs, then starts transmitting.
 int PostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+// The same, taking qp.lock itself (the one exception to the rule above):
+// ibv_post_send's entry then only checks its arguments and jumps here,
+// instead of keeping a frame of its own around the call for the unlock.
+int LockAndPostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 // Transmits queued WQEs until the queue is empty, the peer's ring is full or
 // an RNR wait is pending.
 void Transmit(Engine& engine, Qp& qp);

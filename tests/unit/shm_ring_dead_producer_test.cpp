@@ -16,12 +16,21 @@ using namespace softrdma::shm::ringtest;
 using namespace std::chrono_literals;
 
 // once the process is gone (reaped, or a zombie) and delivers what follows.
-void DeadProducerCase(bool reap_before_consuming) {
+// `parent_produced_first`: the parent has produced before it forks, so its
+// pid is cached for claims (ring.cpp): the child must claim with its own.
+void DeadProducerCase(bool reap_before_consuming, bool parent_produced_first = false) {
   ShmNameGuard name{UniqueShmName("dead")};
   ShmRegion region;
   ASSERT_TRUE(ShmRegion::Create(name.name, Ring::RegionBytes(64), &region).ok());
   Ring* ring = Ring::Format(region.data(), region.size(), 64);
   ASSERT_NE(ring, nullptr);
+  if (parent_produced_first) {
+    uint64_t x = 5;
+    ASSERT_TRUE(ring->TryProduce(&x, 8, nullptr, 0));
+    RecordView v;
+    ASSERT_TRUE(ring->Peek(&v));
+    ring->Release(v);
+  }
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
   ChildGuard child;
@@ -75,6 +84,9 @@ TEST(ShmRingDeadProducerTest, DeadProducerReapedIsSkipped) {
 }
 TEST(ShmRingDeadProducerTest, DeadProducerZombieIsSkipped) {
   DeadProducerCase(false);
+}
+TEST(ShmRingDeadProducerTest, DeadForkedChildOfAProducerIsSkipped) {
+  DeadProducerCase(true, /*parent_produced_first=*/true);
 }
 
 TEST(ShmRingDeadProducerTest, SlowLiveProducerIsNeverSkipped) {

@@ -356,6 +356,114 @@ TEST(ShmRingTest, ClaimsNeverShareASlot) {
   EXPECT_EQ(next_out, next_in);
 }
 
+// Reservation::Write copies up to 64 bytes of a run-time length inline
+// (overlapping loads and stores, by size class): every length and offset,
+// in records that fit before the end of the data array and in records that
+// wrap, lands byte for byte.
+TEST(ShmRingTest, WriteOfEverySmallLength) {
+  LocalRing lr(8);  // 512 bytes: records of up to 4 slots wrap often
+  Ring* ring = lr.ring;
+  uint64_t seq = 0;
+  for (uint32_t len = 0; len <= 80; ++len) {
+    for (uint32_t off : {0u, 1u, 7u, 8u, 13u, 48u}) {
+      const uint32_t total = off + len + 3;  // bytes after the copy must stay
+      std::vector<uint8_t> fill(total, 0xee);
+      const std::vector<uint8_t> data = Pattern(7, seq, len);
+      Reservation r;
+      ASSERT_TRUE(ring->TryReserve(total, &r)) << len << " " << off;
+      ASSERT_TRUE(r.Write(0, fill.data(), total));
+      ASSERT_TRUE(r.Write(off, data.data(), len));
+      if (len != 0) {
+        EXPECT_FALSE(r.Write(total - len + 1, data.data(), len));  // past the end
+      }
+      ring->Commit(r);
+      RecordView v;
+      ASSERT_TRUE(ring->Peek(&v));
+      std::vector<uint8_t> got = ReadAll(v);
+      ASSERT_EQ(got.size(), total);
+      for (uint32_t i = 0; i < total; ++i) {
+        const uint8_t want = (i >= off && i < off + len) ? data[i - off] : 0xee;
+        ASSERT_EQ(got[i], want) << "len " << len << " off " << off << " byte " << i;
+      }
+      ring->Release(v);
+      ++seq;
+    }
+  }
+}
+
+// TryReserve's straight attempt gives way to the general loop when the
+// claim at reserve_pos fails because that slot is already claimed by a
+// producer that has not advanced reserve_pos yet (it is between its two
+// CASes, or died there). The loop must help (advance reserve_pos past the
+// claim) and then claim the next slot: both records are delivered, each
+// once, in reservation order. The stalled claimer is simulated by putting
+// reserve_pos back to the position of a reservation just made (the
+// producers' line: the first line after the header's first one).
+TEST(ShmRingTest, StraightAttemptFallsBackToHelping) {
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  auto* reserve_pos = reinterpret_cast<std::atomic<uint64_t>*>(lr.mem.get() + 64);
+  for (int round = 0; round < 200; ++round) {  // several laps of the 64 slots
+    const uint64_t before = ring->ReservedSlots();
+    ASSERT_EQ(reserve_pos->load(), before) << "reserve_pos is not where this test expects it";
+    Reservation a;
+    const uint32_t la = 8 + (round % 4) * 64;
+    ASSERT_TRUE(ring->TryReserve(la, &a));
+    ASSERT_EQ(ring->ReservedSlots(), before + Ring::SlotsFor(la));
+    reserve_pos->store(before);  // a's claimer "has not advanced it yet"
+    Reservation b;
+    ASSERT_TRUE(ring->TryReserve(8, &b));
+    EXPECT_EQ(ring->ReservedSlots(), before + Ring::SlotsFor(la) + Ring::SlotsFor(8));
+    EXPECT_NE(a.first().data(), b.first().data());
+    const uint64_t ia = 2 * round, ib = 2 * round + 1;
+    b.Write(0, &ib, 8);
+    ring->Commit(b);
+    a.Write(0, &ia, 8);
+    ring->Commit(a);
+    RecordView v;
+    for (uint64_t want : {ia, ib}) {
+      ASSERT_TRUE(ring->Peek(&v));
+      EXPECT_EQ(v.size(), want == ia ? la : 8u);
+      uint64_t got = ~0ull;
+      v.CopyOut(0, &got, 8);
+      ASSERT_EQ(got, want);
+      ring->Release(v);
+    }
+    EXPECT_FALSE(ring->Peek(&v));
+    EXPECT_EQ(ring->UsedSlots(), 0u);
+  }
+}
+
+// The straight attempt also gives way when the ring looks full by the
+// producers' stale copy of the consumer position: the loop reads the
+// consumer's own word and reserves. Records of every size across many laps.
+TEST(ShmRingTest, StaleConsumerCopyIsRefreshed) {
+  LocalRing lr(16);
+  Ring* ring = lr.ring;
+  uint64_t in = 0, out = 0;
+  for (int round = 0; round < 500; ++round) {
+    // Fill until full, then drain everything: the next reservation meets a
+    // stale consume_seen that says "full".
+    Reservation r;
+    uint32_t len = 8 + (round % 7) * 50;
+    while (ring->TryReserve(len, &r)) {
+      r.Write(0, &in, 8);
+      ++in;
+      ring->Commit(r);
+    }
+    RecordView v;
+    while (ring->Peek(&v)) {
+      uint64_t got = ~0ull;
+      v.CopyOut(0, &got, 8);
+      ASSERT_EQ(got, out++);
+      ring->Release(v);
+    }
+    ASSERT_EQ(ring->UsedSlots(), 0u);
+  }
+  EXPECT_EQ(in, out);
+  EXPECT_GT(in, 1000u);
+}
+
 TEST(ShmRingTest, ConsumerLockExcludes) {
   LocalRing lr(16);
   Ring* ring = lr.ring;

@@ -69,14 +69,31 @@ static_assert(sizeof(RecordHeader) == Ring::kRecordHeaderBytes);
 // The seq array starts right after the header and must stay line-aligned.
 static_assert(sizeof(Ring) % kCacheLine == 0);
 
-// The pid producers put in their claims (util/process.h caches it and
-// forgets it in a fork()ed child, which must not claim with its parent's
-// pid: the consumer would skip the child's records once the parent dies).
+// The pid producers put in their claims, with kPidKnown set once known (0 =
+// not yet). Cached here rather than asked of SelfPid (util/process.h) on
+// every record: TryReserve's common case then makes no call at all, and a
+// function that calls nothing keeps its values in the registers a call
+// would clobber instead of saving and restoring six others. Forgotten in a
+// fork()ed child, as SelfPid's own cache is: the child must not claim with
+// its parent's pid (the consumer would skip the child's records once the
+// parent dies).
+constexpr uint32_t kPidKnown = 1u << 31;
+std::atomic<uint32_t> g_producer_pid{0};
+
+void ForgetProducerPid() {
+  g_producer_pid.store(0, std::memory_order_relaxed);
+}
+
 uint32_t ProducerPid() {
+  if (const uint32_t v = g_producer_pid.load(std::memory_order_relaxed)) return v & ~kPidKnown;
+  static const bool registered = pthread_atfork(nullptr, nullptr, ForgetProducerPid) == 0;
+  (void)registered;
   const auto pid = static_cast<uint64_t>(SelfPid());
   // Linux caps pids at 2^22; anything else is recorded as "unknown" (0), which
   // the consumer never treats as dead.
-  return pid <= kPidMask ? static_cast<uint32_t>(pid) : 0;
+  const uint32_t v = pid <= kPidMask ? static_cast<uint32_t>(pid) : 0;
+  g_producer_pid.store(v | kPidKnown, std::memory_order_relaxed);
+  return v;
 }
 
 int64_t MonotonicNs() {
@@ -198,10 +215,69 @@ void Ring::Locate(uint64_t pos, uint32_t len, View* v) const {
 
 // ---- producers ----
 
+// The reservation's fields once the claim of `n` slots at `p` succeeded:
+// the record header and the payload's place (Locate's result, from values
+// the caller holds in registers).
+inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
+                                  uint32_t bytes, uint64_t claim, Reservation* r) {
+  std::byte* const rec = slot_data + (p & mask) * kSlotBytes;
+  const RecordHeader hdr{bytes, 0};
+  std::memcpy(rec, &hdr, sizeof(hdr));
+  const size_t room = (size_t{slots} - (p & mask)) * kSlotBytes - kRecordHeaderBytes;
+  r->first_ = rec + kRecordHeaderBytes;
+  r->second_ = slot_data;
+  r->first_len_ = static_cast<uint32_t>(std::min<size_t>(bytes, room));
+  r->size_ = bytes;
+  r->pos_ = p;
+  r->word_ = claim;
+}
+
 bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
-  if (bytes > MaxPayload()) return false;
+  // The pid from the cache; the first record of a process (or of a fork()ed
+  // child) takes the general path, which asks for it.
+  const uint32_t pid_word = g_producer_pid.load(std::memory_order_relaxed);
+  if (pid_word == 0) [[unlikely]]
+    return TryReserveLoop(bytes, r);
+  const uint32_t pid = pid_word & ~kPidKnown;
+  // The geometry is immutable after Format: read it once. The atomic
+  // operations below are compiler barriers, and members read after them
+  // would be loaded again.
+  const uint32_t slots = slot_count_;
+  const uint64_t mask = slots - 1;
+  if (bytes > std::min(slots, kMaxRecordSlots) * kSlotBytes - kRecordHeaderBytes) return false;
+  const uint32_t n = SlotsFor(bytes);
+  // The common case, straight: reserve_pos is current, the ring has room by
+  // consume_seen_, and the claim succeeds. Anything else starts over in
+  // TryReserveLoop, which decides every case (a failed claim changed nothing).
+  const uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  // Acquire: see TryReserveLoop.
+  const uint64_t c = consume_seen_.load(std::memory_order_acquire);
+  if (c <= p && p - c + n <= slots) [[likely]] {
+    const uint64_t lap = p >> slot_shift_;
+    std::atomic<uint64_t>* const words = seq_words();
+    uint64_t w = Word(lap, 0, 0, kFree);
+    const uint64_t claim = Word(lap, pid, n, kClaimed);
+    if (words[p & mask].compare_exchange_strong(w, claim, std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) [[likely]] {
+      uint64_t expected = p;  // fails harmlessly if someone helped already
+      reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed);
+      FillReservation(p, mask, slots,
+                      reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots), bytes, claim, r);
+      return true;
+    }
+  }
+  return TryReserveLoop(bytes, r);
+}
+
+bool Ring::TryReserveLoop(uint32_t bytes, Reservation* r) {
+  const uint32_t slots = slot_count_;
+  if (bytes > std::min(slots, kMaxRecordSlots) * kSlotBytes - kRecordHeaderBytes) return false;
   const uint32_t n = SlotsFor(bytes);
   const uint32_t pid = ProducerPid();
+  const uint32_t shift = slot_shift_;
+  const uint64_t mask = slots - 1;
+  std::atomic<uint64_t>* const words = seq_words();
   uint64_t p = reserve_pos_.load(std::memory_order_acquire);
   // Acquire on the consumer position orders our writes to these slots after
   // the consumer's reads of their previous lap (through the producer that
@@ -218,7 +294,7 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
     // A stale (smaller) p only makes this check more lenient, never stricter,
     // and the claim below then fails; a stale (smaller) c makes it stricter,
     // so "full" is only believed from the consumer's own word.
-    if (p - c + n > slot_count_) {
+    if (p - c + n > slots) {
       if (c_current) return false;
       c = consume_pos_.load(std::memory_order_acquire);
       consume_seen_.store(c, std::memory_order_release);
@@ -229,22 +305,20 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
     // before it: the seq word's line is usually in the consumer's cache (it
     // polls that very line), and a load then a CAS would fetch it twice,
     // shared and then owned. A failed CAS hands back what is there.
-    std::atomic<uint64_t>& head = seq(p);
-    uint64_t w = Word(Lap(p), 0, 0, kFree);
-    const uint64_t claim = Word(Lap(p), pid, n, kClaimed);
+    const uint64_t lap = p >> shift;
+    std::atomic<uint64_t>& head = words[p & mask];
+    uint64_t w = Word(lap, 0, 0, kFree);
+    const uint64_t claim = Word(lap, pid, n, kClaimed);
     if (head.compare_exchange_strong(w, claim, std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
       uint64_t expected = p;  // fails harmlessly if someone helped already
       reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
                                            std::memory_order_relaxed);
-      RecordHeader hdr{bytes, 0};
-      std::memcpy(data() + (p & (slot_count_ - 1)) * kSlotBytes, &hdr, sizeof(hdr));
-      r->pos_ = p;
-      r->word_ = claim;
-      Locate<Reservation, std::byte>(p, bytes, r);
+      FillReservation(p, mask, slots,
+                      reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots), bytes, claim, r);
       return true;
     }
-    if (Tag(w) == TagOfLap(Lap(p)) && State(w) != kFree && Slots(w) != 0) {
+    if (Tag(w) == TagOfLap(lap) && State(w) != kFree && Slots(w) != 0) {
       // Someone claimed p but may not have advanced reserve_pos yet (or died
       // before doing so): help, so nobody waits on anybody.
       uint64_t expected = p;
@@ -271,21 +345,58 @@ void Ring::Cancel(const Reservation& r) {
   Commit(r);
 }
 
-void Ring::Commit(const Reservation& r) {
-  // seq_cst store then seq_cst load of consumer_sleeping, mirrored by
-  // PrepareToSleep (store flag) and Peek (seq_cst load of the head word): of
-  // the two sides at least one sees the other, so no wake-up is lost.
-  seq(r.pos_).store((r.word_ & ~kStateMask) | kCommitted, std::memory_order_seq_cst);
-  if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) {
-    wake_word_.fetch_add(1, std::memory_order_seq_cst);
-    // Not FUTEX_PRIVATE: the waiter is in another process.
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAKE, 1, nullptr, nullptr,
-            0);
-  }
-}
-
+// The straight case of a small record: the pid is cached, the ring has room
+// by consume_seen_, the record does not wrap, header and payload are at most
+// kStraightCopyBytes each, and the claim succeeds. Everything is decided
+// before the claim, so any other case can start over in TryProduceSlow (a
+// failed claim changed nothing). A function that calls nothing (the slow
+// path and the wake-up are jumps) keeps its values in the registers a call
+// would clobber: no Reservation passed through memory, no frame, no copies
+// through libc (an ACK, a small SEND: one call instead of Engine::Send's
+// TryReserve + Write + Commit).
 bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
                       uint32_t payload_len) {
+  constexpr uint32_t kStraightCopyBytes = 64;
+  const uint32_t pid_word = g_producer_pid.load(std::memory_order_relaxed);
+  if (pid_word == 0 || hdr_len > kStraightCopyBytes || payload_len > kStraightCopyBytes)
+    [[unlikely]]
+    return TryProduceSlow(hdr, hdr_len, payload, payload_len);
+  const uint32_t bytes = hdr_len + payload_len;  // <= 128: below any MaxPayload()
+  const uint32_t slots = slot_count_;
+  const uint64_t mask = slots - 1;
+  const uint32_t n = SlotsFor(bytes);
+  const uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  // Acquire: see TryReserveLoop.
+  const uint64_t c = consume_seen_.load(std::memory_order_acquire);
+  const uint64_t index = p & mask;
+  if (c > p || p - c + n > slots || index + n > slots) [[unlikely]]
+    return TryProduceSlow(hdr, hdr_len, payload, payload_len);
+  const uint64_t lap = p >> slot_shift_;
+  std::atomic<uint64_t>* const words = seq_words();
+  uint64_t w = Word(lap, 0, 0, kFree);
+  const uint64_t claim = Word(lap, pid_word & ~kPidKnown, n, kClaimed);
+  if (!words[index].compare_exchange_strong(w, claim, std::memory_order_acq_rel,
+                                            std::memory_order_acquire)) [[unlikely]]
+    return TryProduceSlow(hdr, hdr_len, payload, payload_len);
+  uint64_t expected = p;  // fails harmlessly if someone helped already
+  reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed);
+  std::byte* const rec =
+      reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots) + index * kSlotBytes;
+  const RecordHeader rh{bytes, 0};
+  std::memcpy(rec, &rh, sizeof(rh));
+  Reservation::CopySmall(rec + kRecordHeaderBytes, static_cast<const std::byte*>(hdr), hdr_len);
+  Reservation::CopySmall(rec + kRecordHeaderBytes + hdr_len, static_cast<const std::byte*>(payload),
+                         payload_len);
+  // Commit, as Commit(): seq_cst store, then the seq_cst look at the flag.
+  words[index].store((claim & ~kStateMask) | kCommitted, std::memory_order_seq_cst);
+  if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+    return WakeAfterCommit();
+  return true;
+}
+
+bool Ring::TryProduceSlow(const void* hdr, uint32_t hdr_len, const void* payload,
+                          uint32_t payload_len) {
   const uint64_t total = uint64_t{hdr_len} + payload_len;
   if (total > MaxPayload()) return false;
   Reservation r;
@@ -293,6 +404,11 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   if (hdr_len != 0) r.Write(0, hdr, hdr_len);
   if (payload_len != 0) r.Write(hdr_len, payload, payload_len);
   Commit(r);
+  return true;
+}
+
+bool Ring::WakeAfterCommit() {
+  Wake();
   return true;
 }
 

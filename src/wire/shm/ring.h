@@ -76,8 +76,51 @@ class Reservation : public SplitBytes<std::byte> {
   // for the common case of bytes before the wrap (every small record).
   bool Write(uint32_t offset, const void* src, uint32_t len) const {
     if (uint64_t{offset} + len > first_len_) return WriteSlow(offset, src, len);
-    std::memcpy(first_ + offset, src, len);
+    CopySmall(first_ + offset, static_cast<const std::byte*>(src), len);
     return true;
+  }
+  // memcpy, but a copy of at most 64 bytes whose length is known only at run
+  // time is done here with two overlapping loads and stores of the largest
+  // size that fits instead of a call into libc (a record's header, a small
+  // SEND's data: ib_send_lat -s 8).
+  static void CopySmall(std::byte* dst, const std::byte* src, uint32_t len) {
+    using V16 = long long __attribute__((vector_size(16)));
+    if (__builtin_constant_p(len) || len > 64) {
+      std::memcpy(dst, src, len);
+    } else if (len > 32) {
+      V16 a, b, c, d;  // vector values stay in registers (byte arrays did not)
+      std::memcpy(&a, src, 16);
+      std::memcpy(&b, src + 16, 16);
+      std::memcpy(&c, src + len - 32, 16);
+      std::memcpy(&d, src + len - 16, 16);
+      std::memcpy(dst, &a, 16);
+      std::memcpy(dst + 16, &b, 16);
+      std::memcpy(dst + len - 32, &c, 16);
+      std::memcpy(dst + len - 16, &d, 16);
+    } else if (len > 16) {
+      V16 a, b;
+      std::memcpy(&a, src, 16);
+      std::memcpy(&b, src + len - 16, 16);
+      std::memcpy(dst, &a, 16);
+      std::memcpy(dst + len - 16, &b, 16);
+    } else if (len >= 8) {
+      uint64_t a, b;
+      std::memcpy(&a, src, 8);
+      std::memcpy(&b, src + len - 8, 8);
+      std::memcpy(dst, &a, 8);
+      std::memcpy(dst + len - 8, &b, 8);
+    } else if (len >= 4) {
+      uint32_t a, b;
+      std::memcpy(&a, src, 4);
+      std::memcpy(&b, src + len - 4, 4);
+      std::memcpy(dst, &a, 4);
+      std::memcpy(dst + len - 4, &b, 4);
+    } else if (len != 0) {
+      const std::byte first = src[0], middle = src[len / 2], last = src[len - 1];
+      dst[0] = first;
+      dst[len / 2] = middle;
+      dst[len - 1] = last;
+    }
   }
 
  private:
@@ -148,12 +191,22 @@ class alignas(kCacheLine) Ring {
   // Reserves a record of `bytes` payload bytes. False if the ring lacks room
   // (nothing changed: retry after the consumer drains) or bytes > MaxPayload().
   bool TryReserve(uint32_t bytes, Reservation* r);
-  // Publishes the record; wakes the consumer if it sleeps.
-  void Commit(const Reservation& r);
+  // Publishes the record; wakes the consumer if it sleeps. Inline: one
+  // store and one load on every record (the wake-up is the rare call).
+  // seq_cst store then seq_cst load of consumer_sleeping, mirrored by
+  // PrepareToSleep (store flag) and Peek (seq_cst load of the head word): of
+  // the two sides at least one sees the other, so no wake-up is lost.
+  void Commit(const Reservation& r) {
+    seq(r.pos_).store((r.word_ & ~kSeqStateMask) | kSeqCommitted, std::memory_order_seq_cst);
+    if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+      Wake();
+  }
   // Gives the reservation up (e.g. filling it failed): the consumer skips it.
   // Every reservation must end in Commit or Cancel, else the ring stalls.
   void Cancel(const Reservation& r);
-  // Reserve + write hdr then payload + commit.
+  // Reserve + write hdr then payload + commit, in one call (a small record,
+  // the common case, without a Reservation: see ring.cpp). False as
+  // TryReserve.
   bool TryProduce(const void* hdr, uint32_t hdr_len, const void* payload, uint32_t payload_len);
 
   // ---- consumer (one thread at a time; serialise with the lock below) ----
@@ -252,6 +305,17 @@ class alignas(kCacheLine) Ring {
   }
   template <typename View, typename Byte>
   void Locate(uint64_t pos, uint32_t len, View* v) const;
+  // TryProduce through TryReserve, Write and Commit: every case its
+  // straight path does not take.
+  [[gnu::noinline]] bool TryProduceSlow(const void* hdr, uint32_t hdr_len, const void* payload,
+                                        uint32_t payload_len);
+  // Wake(), then true: TryProduce's wake-up as a jump.
+  [[gnu::noinline]] bool WakeAfterCommit();
+  // TryReserve's general case (stale positions, a full-looking ring, a lost
+  // claim, helping), entered when its straight attempt did not succeed.
+  [[gnu::noinline]] bool TryReserveLoop(uint32_t bytes, Reservation* r);
+  static void FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
+                              uint32_t bytes, uint64_t claim, Reservation* r);
   // The slot at `pos` is free for pos's lap: nothing to consume there (what
   // PeekAt would say, without its call). seq_cst as PeekAt's own load.
   bool FreeAt(uint64_t pos) const {
