@@ -285,7 +285,8 @@ int LookupLocalSlow(const MrEntry& e, uint32_t key, uint64_t addr, uint64_t len,
                                                uint32_t needed_access) {
   if ((s.live == 0) | (s.lkey != key) | (s.window != 0)) return EINVAL;
   if ((s.pd_id != pd_id) | ((s.access & needed_access) != needed_access)) return EACCES;
-  if (addr < s.iova || len > s.length || addr - s.iova > s.length - len) return ERANGE;
+  // Evaluated whole, then one branch (every lookup passes).
+  if ((addr < s.iova) | (len > s.length) | (addr - s.iova > s.length - len)) return ERANGE;
   return 0;
 }
 

@@ -222,9 +222,9 @@ bool PiggybackAck(const Qp& qp, wire::RecordHeader* h) {
 bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view) {
   // Requests are executed from RTR on; in RESET/INIT they are dropped and in
   // ERR nothing is answered (the requester times out, as on a NIC).
-  if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
-      qp.state != IBV_QPS_SQE)
-    return false;
+  constexpr uint32_t kExecuting =
+      1u << IBV_QPS_RTR | 1u << IBV_QPS_RTS | 1u << IBV_QPS_SQD | 1u << IBV_QPS_SQE;
+  if (!((1u << (qp.state & 31)) & kExecuting)) return false;
   if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num ||
       req.src_slot != qp.peer->ref.slot || req.src_gen != qp.peer->ref.gen)
     return false;  // an RC or UC QP only talks to its connected peer
