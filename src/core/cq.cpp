@@ -69,19 +69,6 @@ void Cq::NotifyLocked() {
     SOFTRDMA_LOG(kWarn, "completion channel full, event dropped");
 }
 
-int Cq::PollSome(int max, ibv_wc* out) {
-  std::lock_guard<SpinLock> lock(lock_);
-  int n = 0;
-  uint32_t count = count_;
-  while (n < max && count > 0) {
-    out[n++] = entries_[head_];
-    head_ = Wrap(head_ + 1);
-    --count;
-  }
-  SetCount(count);
-  return n;
-}
-
 int Cq::Arm(bool solicited_only) {
   std::lock_guard<SpinLock> lock(lock_);
   // Arming is a request for the *next* completion; completions already in the
