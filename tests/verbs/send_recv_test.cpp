@@ -456,5 +456,59 @@ TEST_F(SendRecv, SharedCqPolledByTwoThreadsGivesEachCompletionOnce) {
   EXPECT_EQ(ibv_destroy_cq(shared), 0);
 }
 
+// A CQ that fills up loses the completions that do not fit and reports
+// IBV_EVENT_CQ_ERR, once; the completions it holds stay intact.
+TEST_F(SendRecv, FullCqReportsCqErrOnceAndKeepsWhatItHolds) {
+  ibv_cq* small = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  ASSERT_NE(small, nullptr);
+  QpParams p;
+  ibv_qp* x = CreateRcQp(pd, cq_a, cq_a, p);
+  ibv_qp* y = CreateRcQp(pd, cq_b, small, p);
+  ASSERT_TRUE(x && y);
+  ASSERT_EQ(ToInit(x), 0);
+  ASSERT_EQ(ToInit(y), 0);
+  ASSERT_EQ(Connect(ctx, x, gid, y->qp_num, p), 0);
+  ASSERT_EQ(Connect(ctx, y, gid, x->qp_num, p), 0);
+  uint32_t src[6] = {10, 11, 12, 13, 14, 15}, dst[6] = {};
+  ibv_mr* ms = Reg(src, sizeof src);
+  ibv_mr* md = Reg(dst, sizeof dst);
+  for (int i = 0; i < 6; ++i) {
+    ibv_sge d{reinterpret_cast<uintptr_t>(&dst[i]), 4, md->lkey};
+    ASSERT_EQ(PostRecv(y, static_cast<uint64_t>(i), &d, 1), 0);
+  }
+  for (int i = 0; i < 6; ++i) {
+    ibv_sge s{reinterpret_cast<uintptr_t>(&src[i]), 4, ms->lkey};
+    ASSERT_EQ(PostSend(x, static_cast<uint64_t>(100 + i), &s, 1), 0);
+  }
+  // The sends complete (the responder executed every message).
+  auto sw = PollN(cq_a, 6);
+  ASSERT_EQ(sw.size(), 6u);
+  for (const ibv_wc& wc : sw) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+
+  const int flags = fcntl(ctx->async_fd, F_GETFL);
+  ASSERT_EQ(fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+  pollfd pfd{ctx->async_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "no IBV_EVENT_CQ_ERR";
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
+  EXPECT_EQ(ev.element.cq, small);
+  ibv_ack_async_event(&ev);
+  EXPECT_EQ(poll(&pfd, 1, 100), 0) << "a second event for the same overrun";
+
+  auto rw = PollN(small, 6, 500);
+  ASSERT_EQ(rw.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(rw[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(rw[i].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(rw[i].byte_len, 4u);
+    EXPECT_EQ(rw[i].qp_num, y->qp_num);
+  }
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+  EXPECT_EQ(ibv_destroy_qp(y), 0);
+  EXPECT_EQ(ibv_destroy_cq(small), 0);
+  ASSERT_EQ(fcntl(ctx->async_fd, F_SETFL, flags), 0);
+}
+
 }  // namespace
 }  // namespace softrdma::test
