@@ -11,7 +11,10 @@
 namespace softrdma {
 
 Cq::Cq(Context* ctx, int cqe, void* cq_context, CompChannel* channel)
-    : ctx_(ctx), channel_(channel), entries_(static_cast<size_t>(cqe)) {
+    : ctx_(ctx),
+      channel_(channel),
+      entries_(static_cast<size_t>(cqe)),
+      cap_(static_cast<uint32_t>(cqe)) {
   ibv_cq* c = verbs();
   c->context = ctx->verbs();
   c->channel = channel ? &channel->ch : nullptr;
@@ -31,21 +34,17 @@ int Cq::depth() const {
   return static_cast<int>(count_);
 }
 
-void Cq::Push(const ibv_wc& wc, bool solicited) {
-  std::lock_guard<SpinLock> lock(lock_);
-  if (count_ == entries_.size()) {
-    // A real CQ overruns: the completion is lost and the CQ reports an
-    // asynchronous error. Report it once.
-    if (!overrun_ && !ignore_overrun_) {
-      overrun_ = true;
-      SOFTRDMA_LOG(kWarn, "CQ %p overrun: completion for wr_id %llu lost", (void*)this,
-                   (unsigned long long)wc.wr_id);
-      PostAsyncEvent(ctx_, IBV_EVENT_CQ_ERR, verbs());
-    }
-    return;
-  }
-  const size_t slot = Wrap(head_ + count_);
-  entries_[slot] = wc;
+void Cq::Overrun(const ibv_wc& lost) {
+  // A real CQ overruns: the completion is lost and the CQ reports an
+  // asynchronous error. Report it once.
+  if (overrun_ || ignore_overrun_) return;
+  overrun_ = true;
+  SOFTRDMA_LOG(kWarn, "CQ %p overrun: completion for wr_id %llu lost", (void*)this,
+               (unsigned long long)lost.wr_id);
+  PostAsyncEvent(ctx_, IBV_EVENT_CQ_ERR, verbs());
+}
+
+void Cq::Stamp(uint32_t slot) {
   // Taken under the lock, so the timestamps of one CQ never go backwards.
   if (!ts_.empty()) ts_[slot] = NowNs();
   if (!wall_.empty()) {
@@ -54,10 +53,10 @@ void Cq::Push(const ibv_wc& wc, bool solicited) {
     wall_[slot] =
         static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
   }
-  SetCount(count_ + 1);
-  if (armed_ == Arm::kAny ||
-      (armed_ == Arm::kSolicited && (solicited || wc.status != IBV_WC_SUCCESS)))
-    NotifyLocked();
+}
+
+void Cq::NotifyIfArmed(bool solicited) {
+  if (armed_ == Arm::kAny || (armed_ == Arm::kSolicited && solicited)) NotifyLocked();
 }
 
 void Cq::NotifyLocked() {
@@ -68,19 +67,6 @@ void Cq::NotifyLocked() {
   // a full pipe means the application stopped reading events altogether.
   if (write(channel_->write_fd, &self, sizeof self) != sizeof self)
     SOFTRDMA_LOG(kWarn, "completion channel full, event dropped");
-}
-
-int Cq::PollSome(int max, ibv_wc* out) {
-  std::lock_guard<SpinLock> lock(lock_);
-  int n = 0;
-  uint32_t count = count_;
-  while (n < max && count > 0) {
-    out[n++] = entries_[head_];
-    head_ = Wrap(head_ + 1);
-    --count;
-  }
-  SetCount(count);
-  return n;
 }
 
 int Cq::Arm(bool solicited_only) {
@@ -95,6 +81,7 @@ void Cq::EnableTimestamps(bool monotonic, bool wallclock) {
   std::lock_guard<SpinLock> lock(lock_);
   if (monotonic) ts_.assign(entries_.size(), 0);
   if (wallclock) wall_.assign(entries_.size(), 0);
+  stamped_ = !ts_.empty() || !wall_.empty();
 }
 
 bool Cq::PopOne(ibv_wc* wc, uint64_t* ts, uint64_t* wallclock_ns) {
@@ -124,6 +111,7 @@ int Cq::Resize(int cqe) {
   entries_.swap(entries);
   ts_.swap(ts);
   wall_.swap(wall);
+  cap_ = static_cast<uint32_t>(n);
   head_ = 0;
   overrun_ = false;  // a bigger queue: report the next overrun again
   verbs()->cqe = cqe;

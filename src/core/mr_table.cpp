@@ -119,6 +119,32 @@ MrSnapshot ReadMrEntrySlow(const MrEntry& e) {
   return s;
 }
 
+int MrTable::ResolveSgesList(const ibv_sge* sge, uint32_t num_sge, uint32_t pd_id,
+                             uint32_t needed_access, iovec* out, uint64_t limit,
+                             uint32_t* extents) const {
+  int n = 0;
+  for (uint32_t i = 0; i < num_sge && limit; ++i) {
+    if (sge[i].length == 0) continue;
+    uint64_t host = 0;
+    if (LookupLocal(sge[i].lkey, sge[i].addr, sge[i].length, pd_id, needed_access, &host) != 0)
+      return -1;
+    if (extents) extents[n] = ExtentOf(sge[i].lkey);
+    const uint64_t take = sge[i].length < limit ? sge[i].length : limit;
+    out[n++] = iovec{reinterpret_cast<void*>(host), take};
+    limit -= take;
+  }
+  return n;
+}
+
+int LookupLocalSlow(const MrEntry& e, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
+                    uint32_t needed_access, uint64_t* host_addr) {
+  MrLocalSnapshot s;
+  while (!TryReadMrEntryLocal(e, &s)) __builtin_ia32_pause();
+  if (int rc = CheckMrLocal(s, key, addr, len, pd_id, needed_access)) return rc;
+  *host_addr = s.host_addr + (addr - s.iova);
+  return 0;
+}
+
 int MrTable::BeginRemoteAccessAgain(const MrEntry* entries, uint32_t rkey, uint64_t addr,
                                     uint64_t len, uint32_t pd_id, uint32_t needed_access,
                                     uint32_t qpn, uint64_t* host_addr, const MrEntry** held,

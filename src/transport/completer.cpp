@@ -76,15 +76,17 @@ void Rewind(Qp& qp) {
 
 void CompleteSendWr(Qp& qp, uint64_t wr_id, ibv_wr_opcode opcode, uint32_t byte_len,
                     ibv_wc_status status) {
-  ibv_wc wc{};
-  wc.wr_id = wr_id;
-  wc.status = status;
-  wc.opcode = SendWcOpcode(opcode);
-  wc.byte_len = byte_len;
-  wc.qp_num = qp.qpx.qp_base.qp_num;
-  if (opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-    wc.wc_flags = IBV_WC_WITH_IMM;
-  qp.send_cq->Push(wc, status != IBV_WC_SUCCESS);
+  const uint32_t qp_num = qp.qpx.qp_base.qp_num;
+  qp.send_cq->Emplace(status != IBV_WC_SUCCESS, [=](ibv_wc& wc) {
+    wc = ibv_wc{};
+    wc.wr_id = wr_id;
+    wc.status = status;
+    wc.opcode = SendWcOpcode(opcode);
+    wc.byte_len = byte_len;
+    wc.qp_num = qp_num;
+    if (opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+      wc.wc_flags = IBV_WC_WITH_IMM;
+  });
 }
 
 void CompleteSend(Qp& qp, const SendWqe& w, ibv_wc_status status) {

@@ -55,22 +55,25 @@ int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 namespace {
 
 void CompleteRecv(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire::RecordHeader& req) {
-  ibv_wc wc{};
-  wc.wr_id = w.wr_id;
-  wc.status = status;
-  wc.opcode = IBV_WC_RECV;
-  wc.byte_len = req.total_len;
-  wc.qp_num = qp.qpx.qp_base.qp_num;
-  wc.src_qp = req.src_qpn;
-  if (req.flags & wire::kFlagHasImm) {
-    wc.wc_flags |= IBV_WC_WITH_IMM;
-    wc.imm_data = req.imm;
-  }
-  if (req.flags & wire::kFlagInvalidate) {
-    wc.wc_flags |= IBV_WC_WITH_INV;
-    wc.invalidated_rkey = req.imm;
-  }
-  qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) || status != IBV_WC_SUCCESS);
+  const uint64_t wr_id = w.wr_id;
+  const uint32_t qp_num = qp.qpx.qp_base.qp_num;
+  qp.recv_cq->Emplace((req.flags & wire::kFlagSolicited) != 0, [=, &req](ibv_wc& wc) {
+    wc = ibv_wc{};
+    wc.wr_id = wr_id;
+    wc.status = status;
+    wc.opcode = IBV_WC_RECV;
+    wc.byte_len = req.total_len;
+    wc.qp_num = qp_num;
+    wc.src_qp = req.src_qpn;
+    if (req.flags & wire::kFlagHasImm) {
+      wc.wc_flags |= IBV_WC_WITH_IMM;
+      wc.imm_data = req.imm;
+    }
+    if (req.flags & wire::kFlagInvalidate) {
+      wc.wc_flags |= IBV_WC_WITH_INV;
+      wc.invalidated_rkey = req.imm;
+    }
+  });
 }
 
 // Copies `len` bytes at `src_off` of the ring record into the iovecs at
@@ -89,6 +92,31 @@ void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iove
     len -= take;
     dst_off = 0;
   }
+}
+
+// The common receive, ahead of the general path: an RC QP with its own
+// receive queue, a whole message carried in the record, a one-SGE WQE that
+// holds it. It changes nothing unless it completes the message, so anything
+// else (no WQE, SRQ, a short buffer, a bad lkey, several SGEs, invalidation,
+// an empty message) is left to the general path and its error handling.
+[[gnu::always_inline]] inline bool TryReceiveInline(Engine& engine, Qp& qp,
+                                                    const wire::RecordHeader& req,
+                                                    const shm::RecordView& view) {
+  if (qp.type != IBV_QPT_RC || qp.srq || (req.flags & wire::kFlagInvalidate) ||
+      req.payload_len != req.total_len || req.total_len == 0 || qp.rq.size() == 0)
+    return false;
+  const RecvWqe& w = qp.rq.at(qp.rq.tail);
+  const ibv_sge& sge = *qp.rq.sge_of(qp.rq.tail);
+  if (w.num_sge != 1 || sge.length < req.total_len) return false;
+  uint64_t host = 0;
+  if (engine.mr_table().LookupLocal(sge.lkey, sge.addr, sge.length, qp.pd->id,
+                                    IBV_ACCESS_LOCAL_WRITE, &host) != 0)
+    return false;
+  view.CopyOut(sizeof req, reinterpret_cast<void*>(host), req.total_len);
+  CompleteRecv(qp, w, IBV_WC_SUCCESS, req);
+  ++qp.rq.tail;
+  qp.epsn = PsnAdd(qp.epsn, 1);
+  return true;
 }
 
 enum class PullResult { kOk, kRefused, kFault };
@@ -194,9 +222,9 @@ bool PiggybackAck(const Qp& qp, wire::RecordHeader* h) {
 bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view) {
   // Requests are executed from RTR on; in RESET/INIT they are dropped and in
   // ERR nothing is answered (the requester times out, as on a NIC).
-  if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
-      qp.state != IBV_QPS_SQE)
-    return false;
+  constexpr uint32_t kExecuting =
+      1u << IBV_QPS_RTR | 1u << IBV_QPS_RTS | 1u << IBV_QPS_SQD | 1u << IBV_QPS_SQE;
+  if (!((1u << (qp.state & 31)) & kExecuting)) return false;
   if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num ||
       req.src_slot != qp.peer->ref.slot || req.src_gen != qp.peer->ref.gen)
     return false;  // an RC or UC QP only talks to its connected peer
@@ -225,6 +253,8 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
     // message we NAKed; the requester rewinds on that NAK, so drop it.
     return PsnBefore(req.psn, qp.epsn);
   }
+  if (req.mode == wire::PayloadMode::kInline && TryReceiveInline(engine, qp, req, view))
+    return true;
   if (fragment && req.frag_offset == 0) {
     // A (re)transmission starts the message over.
     qp.frag_received = 0;

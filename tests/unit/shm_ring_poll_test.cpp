@@ -96,5 +96,41 @@ TEST(ShmRingPollTest, ConsumeBatchPublishesRoomOnce) {
   EXPECT_FALSE(Produce(r, 8));
 }
 
+// ConsumeBatch turns committed records into views itself (Ring::
+// ViewCommitted) and hands the rest to PeekAt: records of one and of
+// several slots, records that wrap the end of the data array, cancelled
+// ones in between, lap after lap, all come out intact, in order, once.
+TEST(ShmRingPollTest, ConsumeBatchDeliversWrappedRecordsAndSkipsCancelled) {
+  LocalRing lr(16);
+  Ring* r = lr.ring;
+  ASSERT_NE(r, nullptr);
+  uint64_t produced = 0, consumed = 0, wrapped = 0;
+  for (int round = 0; round < 60; ++round) {
+    // 8, 100 and 190 bytes: 1, 2 and 4 slots.
+    const uint32_t sizes[] = {8, 100, 190};
+    Reservation cancelled;
+    // 1 to 3 slots, so that the records' phase in the ring moves.
+    ASSERT_TRUE(r->TryReserve(static_cast<uint32_t>(round % 3) * 64 + 10, &cancelled));
+    for (uint32_t len : sizes) {
+      const auto bytes = Pattern(1, produced, len);
+      ASSERT_TRUE(r->TryProduce(nullptr, 0, bytes.data(), len)) << "round " << round;
+      ++produced;
+    }
+    r->Cancel(cancelled);
+    const size_t n = r->ConsumeBatch(64, [&](const RecordView& v) {
+      const uint32_t len = sizes[consumed % 3];
+      ASSERT_EQ(v.size(), len);
+      wrapped += !v.second().empty();
+      EXPECT_EQ(ReadAll(v), Pattern(1, consumed, len)) << "record " << consumed;
+      ++consumed;
+    });
+    EXPECT_EQ(n, 3u);
+    EXPECT_EQ(consumed, produced);
+    EXPECT_EQ(r->UsedSlots(), 0u);
+    EXPECT_TRUE(r->HeadEmpty());
+  }
+  EXPECT_GT(wrapped, 0u);
+}
+
 }  // namespace
 }  // namespace softrdma::shm

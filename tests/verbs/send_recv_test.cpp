@@ -3,8 +3,12 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <numeric>
+#include <set>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "verbs_fixture.h"
@@ -263,6 +267,247 @@ TEST_F(SendRecv, CompletionChannelDeliversEvents) {
   EXPECT_EQ(ibv_destroy_comp_channel(ch), EBUSY) << "a CQ still uses it";
   ibv_destroy_cq(cq);
   EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+// The common receive (responder.cpp's TryReceiveInline: one SGE, the
+// message in the record) into a buffer of exactly the message's size, and
+// every field of the completion it writes.
+TEST_F(SendRecv, OneSgeReceiveOfExactSizeCompletesInFull) {
+  uint64_t word = 0x1122334455667788ull, got[2] = {0, 0x5a5a};
+  ibv_mr* ms = Reg(&word, sizeof word);
+  ibv_mr* mr = Reg(got, sizeof got);
+  ibv_sge d{reinterpret_cast<uintptr_t>(&got[0]), 8, mr->lkey};
+  ibv_sge s{reinterpret_cast<uintptr_t>(&word), 8, ms->lkey};
+  ASSERT_EQ(PostRecv(b, 31, &d, 1), 0);
+  ASSERT_EQ(PostSend(a, 32, &s, 1), 0);
+  auto rw = PollN(cq_b, 1);
+  auto sw = PollN(cq_a, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(rw[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(rw[0].wr_id, 31u);
+  EXPECT_EQ(rw[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(rw[0].byte_len, 8u);
+  EXPECT_EQ(rw[0].qp_num, b->qp_num);
+  EXPECT_EQ(rw[0].src_qp, a->qp_num);
+  EXPECT_EQ(rw[0].wc_flags, 0u);
+  EXPECT_EQ(rw[0].vendor_err, 0u);
+  EXPECT_EQ(sw[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(sw[0].wr_id, 32u);
+  EXPECT_EQ(sw[0].opcode, IBV_WC_SEND);
+  EXPECT_EQ(sw[0].byte_len, 8u);
+  EXPECT_EQ(sw[0].qp_num, a->qp_num);
+  EXPECT_EQ(got[0], word);
+  EXPECT_EQ(got[1], 0x5a5au);  // nothing past the buffer
+}
+
+// A message that the first SGE of a receive cannot hold alone goes on into
+// the second (not the one-SGE path).
+TEST_F(SendRecv, ReceiveSpillsIntoTheSecondSge) {
+  uint8_t out[12], in[32];
+  for (int i = 0; i < 12; ++i) out[i] = static_cast<uint8_t>(0x40 + i);
+  memset(in, 0xee, sizeof in);
+  ibv_mr* mo = Reg(out, sizeof out);
+  ibv_mr* mi = Reg(in, sizeof in);
+  ibv_sge d[2] = {{reinterpret_cast<uintptr_t>(&in[0]), 5, mi->lkey},
+                  {reinterpret_cast<uintptr_t>(&in[16]), 16, mi->lkey}};
+  ibv_sge s{reinterpret_cast<uintptr_t>(out), 12, mo->lkey};
+  ASSERT_EQ(PostRecv(b, 1, d, 2), 0);
+  ASSERT_EQ(PostSend(a, 2, &s, 1), 0);
+  auto rw = PollN(cq_b, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(rw[0].byte_len, 12u);
+  EXPECT_EQ(memcmp(in, out, 5), 0);
+  EXPECT_EQ(in[5], 0xee);
+  EXPECT_EQ(memcmp(&in[16], out + 5, 7), 0);
+  EXPECT_EQ(in[23], 0xee);
+}
+
+// A one-SGE receive whose lkey does not give local write access to its
+// buffer (unknown key, an MR without IBV_ACCESS_LOCAL_WRITE, an MR of
+// another PD): the receive completes with a local protection error, the
+// sender with a remote operation error, and both QPs go to ERR.
+TEST_F(SendRecv, OneSgeReceiveWithABadLkeyFailsBothSides) {
+  uint64_t word = 7, in = 0;
+  ibv_mr* ms = Reg(&word, sizeof word);
+  ibv_mr* read_only = Reg(&in, sizeof in, 0);
+  ibv_pd* other_pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(other_pd, nullptr);
+  ibv_mr* foreign = ibv_reg_mr(other_pd, &in, sizeof in, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(foreign, nullptr);
+  const uint32_t bad_keys[] = {0x00abcd00, read_only->lkey, foreign->lkey};
+  for (uint32_t key : bad_keys) {
+    SCOPED_TRACE(key);
+    // A fresh pair each time: the failure puts both QPs in ERR.
+    QpParams p;
+    ibv_qp* x = CreateRcQp(pd, cq_a, cq_a, p);
+    ibv_qp* y = CreateRcQp(pd, cq_b, cq_b, p);
+    ASSERT_TRUE(x && y);
+    ASSERT_EQ(ToInit(x), 0);
+    ASSERT_EQ(ToInit(y), 0);
+    ASSERT_EQ(Connect(ctx, x, gid, y->qp_num, p), 0);
+    ASSERT_EQ(Connect(ctx, y, gid, x->qp_num, p), 0);
+    ibv_sge d{reinterpret_cast<uintptr_t>(&in), sizeof in, key};
+    ibv_sge s{reinterpret_cast<uintptr_t>(&word), sizeof word, ms->lkey};
+    ASSERT_EQ(PostRecv(y, 3, &d, 1), 0);
+    ASSERT_EQ(PostSend(x, 4, &s, 1), 0);
+    auto rw = PollN(cq_b, 1);
+    auto sw = PollN(cq_a, 1);
+    ASSERT_EQ(rw.size(), 1u);
+    ASSERT_EQ(sw.size(), 1u);
+    EXPECT_EQ(rw[0].status, IBV_WC_LOC_PROT_ERR);
+    EXPECT_EQ(rw[0].wr_id, 3u);
+    EXPECT_EQ(sw[0].status, IBV_WC_REM_OP_ERR);
+    EXPECT_EQ(sw[0].wr_id, 4u);
+    EXPECT_EQ(in, 0u);
+    EXPECT_EQ(ibv_destroy_qp(x), 0);
+    EXPECT_EQ(ibv_destroy_qp(y), 0);
+  }
+  EXPECT_EQ(ibv_dereg_mr(foreign), 0);
+  EXPECT_EQ(ibv_dealloc_pd(other_pd), 0);
+}
+
+// A CQ shared by two QPs and polled by two threads while the transport
+// pushes to it (drains run by either poller, the sender's thread or the
+// progress thread): every completion comes out exactly once, and each
+// poller sees each QP's completions in posting order.
+TEST_F(SendRecv, SharedCqPolledByTwoThreadsGivesEachCompletionOnce) {
+  constexpr int kPerQp = 1500;
+  constexpr int kWindow = 32;  // sends in flight per QP
+  ibv_cq* shared = ibv_create_cq(ctx, 2 * kPerQp, nullptr, nullptr, 0);
+  ASSERT_NE(shared, nullptr);
+  QpParams p;
+  p.max_recv_wr = kPerQp;
+  ibv_qp* tx[2];
+  ibv_qp* rx[2];
+  for (int q = 0; q < 2; ++q) {
+    tx[q] = CreateRcQp(pd, cq_a, cq_a, p);
+    rx[q] = CreateRcQp(pd, cq_b, shared, p);
+    ASSERT_TRUE(tx[q] && rx[q]);
+    ASSERT_EQ(ToInit(tx[q]), 0);
+    ASSERT_EQ(ToInit(rx[q]), 0);
+    ASSERT_EQ(Connect(ctx, tx[q], gid, rx[q]->qp_num, p), 0);
+    ASSERT_EQ(Connect(ctx, rx[q], gid, tx[q]->qp_num, p), 0);
+  }
+  std::vector<uint32_t> src(kPerQp), dst(2 * kPerQp, 0);
+  std::iota(src.begin(), src.end(), 0u);
+  ibv_mr* ms = Reg(src.data(), src.size() * 4);
+  ibv_mr* md = Reg(dst.data(), dst.size() * 4);
+  for (int q = 0; q < 2; ++q)
+    for (int i = 0; i < kPerQp; ++i) {
+      ibv_sge d{reinterpret_cast<uintptr_t>(&dst[q * kPerQp + i]), 4, md->lkey};
+      ASSERT_EQ(PostRecv(rx[q], static_cast<uint64_t>(i), &d, 1), 0);
+    }
+
+  std::atomic<int> received{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::pair<uint32_t, uint64_t>> seen[2];  // (qp_num, wr_id) per poller
+  auto poller = [&](int me) {
+    const uint64_t deadline = NowMs() + 20000;
+    while (received.load() < 2 * kPerQp && NowMs() < deadline) {
+      ibv_wc wc[4];
+      const int n = ibv_poll_cq(shared, 4, wc);
+      if (n < 0) failed = true;
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len != 4) failed = true;
+        seen[me].emplace_back(wc[i].qp_num, wc[i].wr_id);
+      }
+      received.fetch_add(n > 0 ? n : 0);
+    }
+  };
+  std::thread p0(poller, 0), p1(poller, 1);
+  int posted[2] = {0, 0}, done = 0;
+  const uint64_t deadline = NowMs() + 20000;
+  while (done < 2 * kPerQp && NowMs() < deadline) {
+    for (int q = 0; q < 2; ++q)
+      if (posted[q] < kPerQp && posted[q] - done / 2 < kWindow) {
+        ibv_sge s{reinterpret_cast<uintptr_t>(&src[posted[q]]), 4, ms->lkey};
+        if (PostSend(tx[q], static_cast<uint64_t>(posted[q]), &s, 1) == 0) ++posted[q];
+      }
+    ibv_wc wc[16];
+    const int n = ibv_poll_cq(cq_a, 16, wc);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+    done += n > 0 ? n : 0;
+  }
+  p0.join();
+  p1.join();
+  EXPECT_FALSE(failed.load());
+  EXPECT_EQ(done, 2 * kPerQp);
+  ASSERT_EQ(received.load(), 2 * kPerQp);
+  std::set<std::pair<uint32_t, uint64_t>> all;
+  for (int me = 0; me < 2; ++me) {
+    uint64_t next[2] = {0, 0};  // lowest wr_id this poller may see next, per QP
+    for (const auto& [qpn, wr_id] : seen[me]) {
+      const int q = qpn == rx[0]->qp_num ? 0 : 1;
+      ASSERT_TRUE(qpn == rx[q]->qp_num);
+      ASSERT_GE(wr_id, next[q]) << "poller " << me << " saw QP " << q << " out of order";
+      next[q] = wr_id + 1;
+      ASSERT_TRUE(all.insert({qpn, wr_id}).second) << "completion seen twice";
+    }
+  }
+  EXPECT_EQ(all.size(), static_cast<size_t>(2 * kPerQp));
+  for (int q = 0; q < 2; ++q)
+    for (int i = 0; i < kPerQp; ++i) ASSERT_EQ(dst[q * kPerQp + i], static_cast<uint32_t>(i));
+  for (int q = 0; q < 2; ++q) {
+    EXPECT_EQ(ibv_destroy_qp(tx[q]), 0);
+    EXPECT_EQ(ibv_destroy_qp(rx[q]), 0);
+  }
+  EXPECT_EQ(ibv_destroy_cq(shared), 0);
+}
+
+// A CQ that fills up loses the completions that do not fit and reports
+// IBV_EVENT_CQ_ERR, once; the completions it holds stay intact.
+TEST_F(SendRecv, FullCqReportsCqErrOnceAndKeepsWhatItHolds) {
+  ibv_cq* small = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  ASSERT_NE(small, nullptr);
+  QpParams p;
+  ibv_qp* x = CreateRcQp(pd, cq_a, cq_a, p);
+  ibv_qp* y = CreateRcQp(pd, cq_b, small, p);
+  ASSERT_TRUE(x && y);
+  ASSERT_EQ(ToInit(x), 0);
+  ASSERT_EQ(ToInit(y), 0);
+  ASSERT_EQ(Connect(ctx, x, gid, y->qp_num, p), 0);
+  ASSERT_EQ(Connect(ctx, y, gid, x->qp_num, p), 0);
+  uint32_t src[6] = {10, 11, 12, 13, 14, 15}, dst[6] = {};
+  ibv_mr* ms = Reg(src, sizeof src);
+  ibv_mr* md = Reg(dst, sizeof dst);
+  for (int i = 0; i < 6; ++i) {
+    ibv_sge d{reinterpret_cast<uintptr_t>(&dst[i]), 4, md->lkey};
+    ASSERT_EQ(PostRecv(y, static_cast<uint64_t>(i), &d, 1), 0);
+  }
+  for (int i = 0; i < 6; ++i) {
+    ibv_sge s{reinterpret_cast<uintptr_t>(&src[i]), 4, ms->lkey};
+    ASSERT_EQ(PostSend(x, static_cast<uint64_t>(100 + i), &s, 1), 0);
+  }
+  // The sends complete (the responder executed every message).
+  auto sw = PollN(cq_a, 6);
+  ASSERT_EQ(sw.size(), 6u);
+  for (const ibv_wc& wc : sw) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+
+  const int flags = fcntl(ctx->async_fd, F_GETFL);
+  ASSERT_EQ(fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+  pollfd pfd{ctx->async_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "no IBV_EVENT_CQ_ERR";
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
+  EXPECT_EQ(ev.element.cq, small);
+  ibv_ack_async_event(&ev);
+  EXPECT_EQ(poll(&pfd, 1, 100), 0) << "a second event for the same overrun";
+
+  auto rw = PollN(small, 6, 500);
+  ASSERT_EQ(rw.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(rw[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(rw[i].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(rw[i].byte_len, 4u);
+    EXPECT_EQ(rw[i].qp_num, y->qp_num);
+  }
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+  EXPECT_EQ(ibv_destroy_qp(y), 0);
+  EXPECT_EQ(ibv_destroy_cq(small), 0);
+  ASSERT_EQ(fcntl(ctx->async_fd, F_SETFL, flags), 0);
 }
 
 }  // namespace
