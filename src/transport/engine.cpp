@@ -13,11 +13,9 @@
 #include "transport/transport.h"
 #include "util/clock.h"
 #include "util/config.h"
-#include "util/futex.h"
 #include "util/log.h"
 
 namespace softrdma {
-
 namespace {
 
 constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
@@ -26,11 +24,21 @@ constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
 // would ignore. Peers of different versions must not talk to each other.
 constexpr uint32_t kSegmentVersion = 3;
 constexpr size_t kHeaderBytes = 4096;
-// While the application polls, the progress thread only looks in this often.
+// While the application polls, the progress thread looks in this often
+// (windows: see "The progress thread's states" above ThreadMain) ...
 constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
 // ... and this long again when ACKs are held back, to see whether it still
 // polls (a busy-polling application polls every few tens of nanoseconds).
 constexpr uint64_t kAppStillPollingNs = 50000;  // 50 us
+// How long a committed record may wait at the head of the ring of a polling
+// application before the thread concludes that it was left for it. A
+// busy-polling application drains within a poll, well under a microsecond
+// even when the record's lines must cross cores (~0.8 us in this VM's slow
+// state); the margin covers a poll loop that does other work in between.
+constexpr uint64_t kAppDrainGraceNs = 20000;  // 20 us
+// Wake-ups, while announced on the ring, that found the records drained by
+// the application itself, before the watch goes quiet again.
+constexpr uint32_t kAppDrainsBeforeQuiet = 16;
 // Period of the retransmit-timer check while sends are outstanding.
 constexpr uint64_t kTimerTickNs = 5000000;  // 5 ms
 constexpr int kDrainBatch = 64;
@@ -166,9 +174,7 @@ Engine::~Engine() = default;
 void Engine::Shutdown() {
   stop_.store(true);
   if (thread_.joinable()) {
-    kick_word_.fetch_add(1);
-    FutexWakePrivate(&kick_word_);
-    ring_->Wake();
+    ring_->Wake();  // the thread waits on the ring's word, whatever its state
     thread_.join();
   }
   // ACKs still held back are owed to peers that may be waiting for them.
@@ -488,74 +494,204 @@ void Engine::WatchTimers() {
 
 void Engine::ApplicationMayBlock() {
   polls_since_arm_ = 0;
+  // seq_cst, paired with the watcher's store of kAppPolling and its load of
+  // app_may_block_ after taking the ring's wake word: either it sees the
+  // flag, or we see it watching and our Wake() moves the word it waits on.
   app_may_block_.store(true, std::memory_order_seq_cst);
   if (thread_state_.load(std::memory_order_seq_cst) == kAppPolling) {
-    kick_word_.fetch_add(1, std::memory_order_release);
-    FutexWakePrivate(&kick_word_);
+    ring_->Wake();
   } else {
     WatchTimers();
   }
 }
 
-// The application is polling and drains the ring itself: stay out of its
-// way (do not take the consumer lock for nothing: a thread preempted while
-// holding it would stall every poll), let producers skip the wake-up system
-// call, and look in once a tick for the retransmit timers. Returns when the
-// application stopped polling, may block, or leaves a record undrained
-// (it polls a CQ now and then but waits for something else, e.g. memory
-// written by a two-copy RDMA WRITE).
-void Engine::WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_check) {
-  thread_state_.store(kAppPolling, std::memory_order_relaxed);
-  uint64_t tick = kAppPollingTickNs;
-  while (!stop_.load(std::memory_order_relaxed)) {
-    *seen_polls = app_polls_.load(std::memory_order_relaxed);
-    uint32_t k = kick_word_.load(std::memory_order_acquire);
-    if (app_may_block_.load(std::memory_order_seq_cst)) break;
-    FutexWaitPrivate(&kick_word_, k, tick);
-    if (app_may_block_.load(std::memory_order_seq_cst)) break;
-    const uint64_t now = NowNs();
-    if (now - *last_timer_check >= kTimerTickNs) {
-      uint64_t next_deadline = 0;  // deadlines matter again once we sleep
-      CheckTimers(now, &next_deadline);
-      *last_timer_check = now;
+// The progress thread's states (thread_state_), and who acts on them:
+//
+//  kRunning          draining the ring, serving QPs, checking timers.
+//                    Application drains may defer ACKs (DeferAcks): the
+//                    thread looks again soon.
+//  kSleepingTimed,   asleep on the ring's wake word, announced
+//  kSleepingForever  (consumer_sleeping_), so every commit wakes it: until
+//                    the next timer, or indefinitely (an idle process uses no
+//                    CPU). WatchTimers wakes a forever-sleeper when sends
+//                    become outstanding. Application drains flush their ACKs
+//                    at once (FlushAcksBeforeSleep orders the two sides).
+//  kAppPolling       watching an application that polls its CQs, and so
+//                    drains the ring itself (WatchPollingApplication). The
+//                    thread looks in at least once per window, so application
+//                    drains may defer ACKs; ApplicationMayBlock kicks it
+//                    (Ring::Wake) to take the ring over before the application
+//                    blocks in a completion channel.
+//
+// Watching is quiet or on the ring (AppWatch::on_ring):
+//  quiet    the thread waits unannounced: producers make no system call, and
+//           it takes no lock while the application drains (a thread
+//           preempted holding the consumer lock would stall every poll). Once
+//           per window it looks at the ring's head. A record there gets a
+//           grace (kAppDrainGraceNs) in which a polling application drains
+//           it; a record still at the same position after that was left for
+//           the thread: the application polls now and then but waits for
+//           something else, e.g. memory that a two-copy RDMA WRITE in that
+//           very record is to write. The watch ends (kRecordLeft), the thread
+//           drains it, and watches on the ring from then on. (A record still
+//           being written gets a whole window: only a drain can tell that its
+//           writer died.)
+//  on ring  the thread announces itself before each wait, so that the next
+//           commit wakes it. A record found at the head position it slept on
+//           was left for it (the wake-up took microseconds, a polling
+//           application drains within a poll): it drains it at once. One
+//           already there when it comes to wait gets the grace, as when
+//           quiet. A head position that moved means the application drained
+//           by itself; after kAppDrainsBeforeQuiet such looks since the
+//           thread last had to drain, the watch goes quiet again, so that an
+//           application draining its own ring costs its producers no
+//           system calls.
+//
+// Every window the watcher checks the retransmit timers (every kTimerTickNs)
+// and whether the application still polls (app_polls_ moved). When it
+// stopped, or may block (app_may_block_), the watch ends and the thread takes
+// the ring over (kRunning, then kSleeping*). ACKs held back (DeferAcks)
+// shorten the next window to kAppStillPollingNs, so that they wait about one
+// window at most after the application stopped polling. A watch that ended
+// on a record left for the thread resumes after the drain in the same window.
+void Engine::StartWatchWindow(AppWatch* watch, uint64_t polls, uint64_t now) {
+  watch->seen_polls = polls;
+  watch->window_start = now;
+  watch->window = kAppPollingTickNs;
+}
+
+Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
+  // seq_cst: see ApplicationMayBlock.
+  thread_state_.store(kAppPolling, std::memory_order_seq_cst);
+  WatchEnd end = WatchEnd::kStopping;
+  uint64_t seen_pos = 0;  // the head position at the last look
+  ring_->Head(&seen_pos);
+  bool timing = false;       // a record at the head is being given its grace
+  bool timed_ready = false;  // ... committed (its grace starts at the commit)
+  uint64_t timed_pos = 0, timed_since = 0;
+  bool slept_on_ring = false;  // announced, with nothing ready at slept_pos
+  uint64_t slept_pos = 0;
+  for (;;) {
+    // Taken before the checks: a Wake() after them ends the wait below.
+    const uint32_t word = ring_->PrepareToWait();
+    if (stop_.load(std::memory_order_seq_cst)) break;
+    if (app_may_block_.load(std::memory_order_seq_cst)) {
+      end = WatchEnd::kAppMayBlock;
+      break;
     }
-    if (app_polls_.load(std::memory_order_relaxed) == *seen_polls) break;  // it stopped
-    if (!ring_->HeadEmpty()) break;
-    // ACKs held back for a reply (DeferAcks) may wait for an application
-    // that polled during the last tick but stopped since: a second, short
-    // look tells, so that they wait about one tick at most.
-    tick = acks_deferred_.load(std::memory_order_relaxed) && tick == kAppPollingTickNs
-               ? kAppStillPollingNs
-               : kAppPollingTickNs;
+    const uint64_t now = NowNs();
+    if (now - watch->window_start >= watch->window && !NextWatchWindow(watch, now)) {
+      end = WatchEnd::kAppStopped;
+      break;
+    }
+    uint64_t pos = 0;
+    const shm::Ring::HeadState head = ring_->Head(&pos);
+    if (pos != seen_pos) {  // only the application drains while we watch
+      seen_pos = pos;
+      if (watch->on_ring && ++watch->app_drains >= kAppDrainsBeforeQuiet) watch->on_ring = false;
+    }
+    const bool ready = head == shm::Ring::HeadState::kReady;
+    if (ready && slept_on_ring && pos == slept_pos) {
+      end = WatchEnd::kRecordLeft;  // its commit woke us, and it is still there
+      break;
+    }
+    slept_on_ring = false;
+    if (head == shm::Ring::HeadState::kEmpty) {
+      timing = false;
+    } else if (!timing || pos != timed_pos || ready != timed_ready) {
+      timing = true;
+      timed_ready = ready;
+      timed_pos = pos;
+      timed_since = now;
+    }
+    const uint64_t grace = ready ? kAppDrainGraceNs : kAppPollingTickNs;
+    if (timing && now - timed_since >= grace) {
+      end = WatchEnd::kRecordLeft;
+      break;
+    }
+    uint64_t deadline = watch->window_start + watch->window;
+    if (timing) deadline = std::min(deadline, timed_since + grace);
+    const auto timeout = static_cast<int64_t>(deadline - now);  // > 0: checked above
+    if (watch->on_ring && !ready) {
+      ring_->AnnounceSleep();
+      // A commit before the announcement sent no wake-up: look once more.
+      if (ring_->Head(&slept_pos) != shm::Ring::HeadState::kReady) {
+        ring_->Sleep(word, timeout);
+        slept_on_ring = true;
+      }
+      ring_->FinishSleep();
+    } else {
+      ring_->Sleep(word, timeout);
+    }
   }
   thread_state_.store(kRunning, std::memory_order_relaxed);
+  if (end == WatchEnd::kRecordLeft) {
+    if (!watch->on_ring) watch->on_ring = !OnOneCpu();
+    watch->app_drains = 0;
+  }
+  return end;
+}
+
+// With one CPU the thread runs only while the application does not, so a
+// record it finds waiting may have been left only because the application
+// was not running; waking on every commit then adds a context switch per
+// record and no speed (ib_send_lat with both processes on one CPU: 1.1 ms
+// typical, 2.7 ms on the ring). Asked when the watch would go on the ring
+// (the affinity may change after the start).
+bool Engine::OnOneCpu() {
+  cpu_set_t cpus;
+  return sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) == 1;
+}
+
+// A window of the watch ended: check the timers if due, and whether the
+// application polled in it. false: it did not (the watch ends).
+bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
+  if (now - watch->last_timer_check >= kTimerTickNs) {
+    uint64_t next_deadline = 0;  // deadlines matter again once we sleep
+    CheckTimers(now, &next_deadline);
+    watch->last_timer_check = now;
+  }
+  const uint64_t polls = app_polls_.load(std::memory_order_relaxed);
+  if (polls == watch->seen_polls) return false;
+  // ACKs held back for a reply (DeferAcks) may wait for an application that
+  // polled during this window but stopped since: a second, short window
+  // tells, so that they wait about one window at most.
+  const bool recheck =
+      acks_deferred_.load(std::memory_order_relaxed) && watch->window == kAppPollingTickNs;
+  StartWatchWindow(watch, polls, now);
+  if (recheck) watch->window = kAppStillPollingNs;
+  return true;
 }
 
 void Engine::ThreadMain() {
-  uint64_t seen_polls = app_polls_.load(std::memory_order_relaxed);
-  uint64_t last_timer_check = 0;
+  AppWatch watch;
+  watch.seen_polls = app_polls_.load(std::memory_order_relaxed);
+  bool watch_again = false;  // the last watch ended on a record left for us
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t now = NowNs();
     uint64_t next_deadline = 0;
     bool did = DrainRing(/*by_app=*/false);
-    // ACKs an application's drain held back: at the latest about one tick
+    // ACKs an application's drain held back: at the latest about one window
     // after the application stopped polling (see DeferAcks).
     FlushDeferredAcks();
     if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, &next_deadline);
     bool timers_live = false;
-    if (now - last_timer_check >= kTimerTickNs || did) {
+    if (now - watch.last_timer_check >= kTimerTickNs || did) {
       timers_live = CheckTimers(now, &next_deadline);
-      last_timer_check = now;
+      watch.last_timer_check = now;
     } else {
       timers_live = true;  // checked recently; keep ticking
     }
     if (did) continue;
 
-    uint64_t polls = app_polls_.load(std::memory_order_relaxed);
-    if (polls != seen_polls && !app_may_block_.load(std::memory_order_seq_cst)) {
-      WatchPollingApplication(&seen_polls, &last_timer_check);
+    const uint64_t polls = app_polls_.load(std::memory_order_relaxed);
+    if ((watch_again || polls != watch.seen_polls) &&
+        !app_may_block_.load(std::memory_order_seq_cst)) {
+      if (!watch_again) StartWatchWindow(&watch, polls, now);
+      watch_again = WatchPollingApplication(&watch) == WatchEnd::kRecordLeft;
       continue;
     }
+    watch_again = false;
 
     uint64_t timeout = 0;
     if (timers_live) timeout = kTimerTickNs;
@@ -574,7 +710,7 @@ void Engine::ThreadMain() {
     if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
       // Sends were posted since we last looked: watch their timers.
       thread_state_.store(kRunning, std::memory_order_relaxed);
-      last_timer_check = 0;
+      watch.last_timer_check = 0;
       continue;
     }
     uint32_t word = ring_->PrepareToSleep();

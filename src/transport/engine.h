@@ -146,7 +146,27 @@ class Engine {
   bool ServiceQps(uint64_t now, uint64_t* next_deadline);
   bool CheckTimers(uint64_t now, uint64_t* next_deadline);
   void ThreadMain();
-  void WatchPollingApplication(uint64_t* seen_polls, uint64_t* last_timer_check);
+  // What the progress thread knows about a polling application; its own
+  // (ThreadMain's), kept across watches. See "The progress thread's states"
+  // in engine.cpp.
+  struct AppWatch {
+    uint64_t seen_polls = 0;    // app_polls_ when the current window began
+    uint64_t window_start = 0;  // NowNs() then
+    uint64_t window = 0;        // its length
+    uint64_t last_timer_check = 0;
+    // Announced on the ring while watching: the application leaves records
+    // for the thread (it waits for memory, not for completions), so their
+    // commits must wake it.
+    bool on_ring = false;
+    // Records the application drained itself since the thread last had to
+    // (counted while on_ring): enough of them and the watch goes quiet.
+    uint32_t app_drains = 0;
+  };
+  enum class WatchEnd { kStopping, kAppStopped, kAppMayBlock, kRecordLeft };
+  void StartWatchWindow(AppWatch* watch, uint64_t polls, uint64_t now);
+  bool NextWatchWindow(AppWatch* watch, uint64_t now);
+  static bool OnOneCpu();
+  WatchEnd WatchPollingApplication(AppWatch* watch);
   static void OnReclaim(ProcRef dead);
   friend void EngineAtExit();
   friend void EngineAfterFork();
@@ -184,7 +204,9 @@ class Engine {
   std::vector<Qp*> service_list_;
   std::atomic<bool> service_pending_{false};
 
-  // Progress thread coordination.
+  // Progress thread coordination (the state machine is described above
+  // Engine::ThreadMain in engine.cpp). The thread always waits on the ring's
+  // wake word, so Ring::Wake() is the one way to kick it.
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> app_polls_{0};
@@ -193,7 +215,6 @@ class Engine {
   // application is polling".
   std::atomic<bool> app_may_block_{false};
   uint32_t polls_since_arm_ = 0;  // racy by design: only a heuristic
-  std::atomic<uint32_t> kick_word_{0};
   enum ThreadState : uint32_t { kRunning, kSleepingForever, kSleepingTimed, kAppPolling };
   std::atomic<uint32_t> thread_state_{kRunning};
   // Set by posters when sends become outstanding; cleared by the progress

@@ -50,6 +50,32 @@ TEST(ShmRingPollTest, InlineHeadChecksAgreeWithHead) {
   }
 }
 
+// Head(&pos) names the consumer position it describes: the progress thread
+// tells "the record it saw is still waiting" from "the application drained
+// it and another arrived" by it (Engine::WatchPollingApplication).
+TEST(ShmRingPollTest, HeadTellsThePositionItDescribes) {
+  LocalRing lr(16);
+  Ring* r = lr.ring;
+  ASSERT_NE(r, nullptr);
+  uint64_t pos = 99;
+  EXPECT_EQ(r->Head(&pos), Ring::HeadState::kEmpty);
+  EXPECT_EQ(pos, 0u);
+  ASSERT_TRUE(Produce(r, 100));  // two slots
+  EXPECT_EQ(r->Head(&pos), Ring::HeadState::kReady);
+  EXPECT_EQ(pos, 0u);
+  ASSERT_TRUE(Produce(r, 8));  // one slot, behind it
+  RecordView v;
+  ASSERT_TRUE(r->Peek(&v));
+  r->Release(v);
+  // Another record is ready, at another position.
+  EXPECT_EQ(r->Head(&pos), Ring::HeadState::kReady);
+  EXPECT_EQ(pos, 2u);
+  ASSERT_TRUE(r->Peek(&v));
+  r->Release(v);
+  EXPECT_EQ(r->Head(&pos), Ring::HeadState::kEmpty);
+  EXPECT_EQ(pos, 3u);
+}
+
 TEST(ShmRingPollTest, ProducersCatchUpWithTheConsumerWhenTheRingLooksFull) {
   // 16 slots, one-slot records: the producer's view of the consumer is
   // refreshed only when the ring looks full by it. Each lap must then find

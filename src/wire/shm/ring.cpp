@@ -502,8 +502,21 @@ void Ring::Release(const RecordView& v) {
 }
 
 Ring::HeadState Ring::Head() const {
-  const uint64_t c = consume_pos_.load(std::memory_order_acquire);
-  const uint64_t w = seq(c).load(std::memory_order_seq_cst);
+  uint64_t pos = 0;
+  return Head(&pos);
+}
+
+Ring::HeadState Ring::Head(uint64_t* pos) const {
+  uint64_t c = consume_pos_.load(std::memory_order_acquire);
+  uint64_t w = seq(c).load(std::memory_order_seq_cst);
+  // A consumer that moved on meanwhile reset the slot for its next lap,
+  // which reads as "empty" at a position that is no longer the head: a
+  // record committed at the new head would go unnoticed. Look again there.
+  for (uint64_t now; (now = consume_pos_.load(std::memory_order_acquire)) != c;) {
+    c = now;
+    w = seq(c).load(std::memory_order_seq_cst);
+  }
+  *pos = c;
   if (Tag(w) != TagOfLap(Lap(c))) return HeadState::kEmpty;
   switch (State(w)) {
     case kCommitted:

@@ -235,6 +235,14 @@ class alignas(kCacheLine) Ring {
   // timeout: a live producer's commit wakes the consumer, a dead one never
   // will, and only Peek notices that it died.
   uint32_t PrepareToSleep();
+  // The same in two steps, for a consumer that must take the wake word
+  // before other checks of its own (so that a Wake() after them ends the
+  // wait): w = PrepareToWait(); <checks>; [AnnounceSleep(); look at the
+  // head again;] Sleep(w, t); [FinishSleep()]. Without AnnounceSleep the
+  // wait is a quiet one: producers' commits do not end it (they pay no
+  // system call), only Wake() or the timeout does.
+  uint32_t PrepareToWait() const { return wake_word_.load(std::memory_order_seq_cst); }
+  void AnnounceSleep() { consumer_sleeping_.store(1, std::memory_order_seq_cst); }
   enum class WakeReason { kWoken, kTimedOut, kInterrupted };
   // FUTEX_WAIT on the shared word while it equals `expected`; timeout_ns < 0
   // waits without limit.
@@ -253,6 +261,10 @@ class alignas(kCacheLine) Ring {
   // timeout), or a record ready to Peek.
   enum class HeadState { kEmpty, kPending, kReady };
   HeadState Head() const;
+  // The same, and the consumer position it describes (*pos), read so that
+  // the two agree even while a consumer moves on: a watcher tells "the same
+  // record is still waiting" from "another one arrived" by the position.
+  HeadState Head(uint64_t* pos) const;
   // Head() == kEmpty, inline for the busy-poll loop: two loads, the second
   // being the one line a producer writes to announce a record. A corrupt
   // head word reads as "not empty", and Head()/Peek then sort it out.
