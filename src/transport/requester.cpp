@@ -291,8 +291,8 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
   } else {
     iovec parts[limits::kMaxSge + 1];
     parts[0] = iovec{&h, sizeof h};
-    const int nlocal = engine.mr_table().ResolveSges(qp.sq.sge_of(index), w.num_sge, qp.pd->id, 0,
-                                                     parts + 1);
+    const int nlocal =
+        engine.mr_table().ResolveSges(qp.sq.sge_of(index), w.num_sge, qp.pd->id, 0, parts + 1);
     if (nlocal < 0) return TxResult::kFailed;
     sent = nlocal <= 1 ? engine.Send(*qp.peer, h, nlocal ? parts[1].iov_base : nullptr,
                                      nlocal ? static_cast<uint32_t>(parts[1].iov_len) : 0)

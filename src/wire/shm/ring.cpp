@@ -232,6 +232,29 @@ inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std
   r->word_ = claim;
 }
 
+// The claim of the n-slot record at p (slot `index`, lap `lap`): the CAS of
+// its head seq word from the lap's free word to the claim word, with no load
+// before it (the word's line is usually in the consumer's cache, as it polls
+// that very line, and a load then a CAS would fetch it twice, shared and then
+// owned), then the reserve_pos advance, which fails harmlessly when someone
+// helped already. Returns the claim word (never 0), or 0 with *seen = the
+// word the failed CAS found there.
+[[gnu::always_inline]] inline uint64_t Ring::ClaimHead(std::atomic<uint64_t>* words, uint64_t p,
+                                                       uint64_t index, uint64_t lap, uint32_t pid,
+                                                       uint32_t n, uint64_t* seen) {
+  uint64_t w = Word(lap, 0, 0, kFree);
+  const uint64_t claim = Word(lap, pid, n, kClaimed);
+  if (!words[index].compare_exchange_strong(w, claim, std::memory_order_acq_rel,
+                                            std::memory_order_acquire)) {
+    *seen = w;
+    return 0;
+  }
+  uint64_t expected = p;
+  reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed);
+  return claim;
+}
+
 bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
   // The pid from the cache; the first record of a process (or of a fork()ed
   // child) takes the general path, which asks for it.
@@ -253,17 +276,12 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
   // Acquire: see TryReserveLoop.
   const uint64_t c = consume_seen_.load(std::memory_order_acquire);
   if (c <= p && p - c + n <= slots) [[likely]] {
-    const uint64_t lap = p >> slot_shift_;
     std::atomic<uint64_t>* const words = seq_words();
-    uint64_t w = Word(lap, 0, 0, kFree);
-    const uint64_t claim = Word(lap, pid, n, kClaimed);
-    if (words[p & mask].compare_exchange_strong(w, claim, std::memory_order_acq_rel,
-                                                std::memory_order_acquire)) [[likely]] {
-      uint64_t expected = p;  // fails harmlessly if someone helped already
-      reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
-                                           std::memory_order_relaxed);
-      FillReservation(p, mask, slots,
-                      reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots), bytes, claim, r);
+    uint64_t seen = 0;
+    const uint64_t claim = ClaimHead(words, p, p & mask, p >> slot_shift_, pid, n, &seen);
+    if (claim != 0) [[likely]] {
+      FillReservation(p, mask, slots, reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots),
+                      bytes, claim, r);
       return true;
     }
   }
@@ -301,21 +319,12 @@ bool Ring::TryReserveLoop(uint32_t bytes, Reservation* r) {
       c_current = true;
       continue;
     }
-    // The claim CAS goes first, expecting the free word, with no load
-    // before it: the seq word's line is usually in the consumer's cache (it
-    // polls that very line), and a load then a CAS would fetch it twice,
-    // shared and then owned. A failed CAS hands back what is there.
+    // A failed claim hands back what is there.
     const uint64_t lap = p >> shift;
-    std::atomic<uint64_t>& head = words[p & mask];
-    uint64_t w = Word(lap, 0, 0, kFree);
-    const uint64_t claim = Word(lap, pid, n, kClaimed);
-    if (head.compare_exchange_strong(w, claim, std::memory_order_acq_rel,
-                                     std::memory_order_acquire)) {
-      uint64_t expected = p;  // fails harmlessly if someone helped already
-      reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
-                                           std::memory_order_relaxed);
-      FillReservation(p, mask, slots,
-                      reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots), bytes, claim, r);
+    uint64_t w = 0;
+    if (const uint64_t claim = ClaimHead(words, p, p & mask, lap, pid, n, &w)) {
+      FillReservation(p, mask, slots, reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots),
+                      bytes, claim, r);
       return true;
     }
     if (Tag(w) == TagOfLap(lap) && State(w) != kFree && Slots(w) != 0) {
@@ -359,7 +368,7 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   constexpr uint32_t kStraightCopyBytes = 64;
   const uint32_t pid_word = g_producer_pid.load(std::memory_order_relaxed);
   if (pid_word == 0 || hdr_len > kStraightCopyBytes || payload_len > kStraightCopyBytes)
-    [[unlikely]]
+      [[unlikely]]
     return TryProduceSlow(hdr, hdr_len, payload, payload_len);
   const uint32_t bytes = hdr_len + payload_len;  // <= 128: below any MaxPayload()
   const uint32_t slots = slot_count_;
@@ -371,16 +380,12 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   const uint64_t index = p & mask;
   if (c > p || p - c + n > slots || index + n > slots) [[unlikely]]
     return TryProduceSlow(hdr, hdr_len, payload, payload_len);
-  const uint64_t lap = p >> slot_shift_;
   std::atomic<uint64_t>* const words = seq_words();
-  uint64_t w = Word(lap, 0, 0, kFree);
-  const uint64_t claim = Word(lap, pid_word & ~kPidKnown, n, kClaimed);
-  if (!words[index].compare_exchange_strong(w, claim, std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) [[unlikely]]
+  uint64_t seen = 0;
+  const uint64_t claim =
+      ClaimHead(words, p, index, p >> slot_shift_, pid_word & ~kPidKnown, n, &seen);
+  if (claim == 0) [[unlikely]]
     return TryProduceSlow(hdr, hdr_len, payload, payload_len);
-  uint64_t expected = p;  // fails harmlessly if someone helped already
-  reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
-                                       std::memory_order_relaxed);
   std::byte* const rec =
       reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots) + index * kSlotBytes;
   const RecordHeader rh{bytes, 0};

@@ -327,6 +327,9 @@ class alignas(kCacheLine) Ring {
   // TryReserve's general case (stale positions, a full-looking ring, a lost
   // claim, helping), entered when its straight attempt did not succeed.
   [[gnu::noinline]] bool TryReserveLoop(uint32_t bytes, Reservation* r);
+  // The claim CAS of a record's head slot and the reserve_pos advance (ring.cpp).
+  uint64_t ClaimHead(std::atomic<uint64_t>* words, uint64_t p, uint64_t index, uint64_t lap,
+                     uint32_t pid, uint32_t n, uint64_t* seen);
   static void FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
                               uint32_t bytes, uint64_t claim, Reservation* r);
 
