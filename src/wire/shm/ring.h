@@ -139,7 +139,9 @@ class RecordView : public SplitBytes<const std::byte> {
   // as Reservation::Write.
   bool CopyOut(uint32_t offset, void* dst, uint32_t len) const {
     if (uint64_t{offset} + len > first_len_) return CopyOutSlow(offset, dst, len);
-    std::memcpy(dst, first_ + offset, len);
+    // An empty copy may name no buffer at all; memcpy's pointers must never
+    // be null, and the compiler may rely on that after the call.
+    if (len != 0) std::memcpy(dst, first_ + offset, len);
     return true;
   }
 
