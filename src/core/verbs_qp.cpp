@@ -266,7 +266,11 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return transport::LockAndPostSend(*engine, *Qp::From(ibqp), wr, bad_wr);
 }
 
-int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+namespace {
+
+// ibv_post_recv with a null argument (as PostSendSlow), or before the engine
+// exists.
+[[gnu::noinline]] int PostRecvSlow(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   ibv_recv_wr* ignored;
   if (!bad_wr) bad_wr = &ignored;
   if (!ibqp || !wr) {
@@ -274,9 +278,17 @@ int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return EINVAL;
   }
   Engine* engine = Engine::Get(nullptr);
-  Qp& qp = *Qp::From(ibqp);
-  std::lock_guard<SpinLock> lock(qp.lock);
-  return transport::PostRecv(*engine, qp, wr, bad_wr);
+  return transport::LockAndPostRecv(*engine, *Qp::From(ibqp), wr, bad_wr);
+}
+
+}  // namespace
+
+int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  // A jump into the transport, which takes the QP's lock: no frame here.
+  Engine* engine = Engine::Current();
+  if (!ibqp || !wr || !bad_wr || !engine) [[unlikely]]
+    return PostRecvSlow(ibqp, wr, bad_wr);
+  return transport::LockAndPostRecv(*engine, *Qp::From(ibqp), wr, bad_wr);
 }
 
 }  // namespace softrdma::verbs

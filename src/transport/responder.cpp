@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include <sys/uio.h>
 
@@ -18,7 +19,10 @@
 
 namespace softrdma::transport {
 
-int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+// One frame for the lock and the queueing (ibv_post_recv jumps here): a
+// separate PostRecv cost a call and a second set of register saves.
+int LockAndPostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  std::lock_guard<SpinLock> lock(qp.lock);
   int rc = CheckPostRecvState(qp.state, qp.srq != nullptr);
   if (rc) {
     *bad_wr = wr;

@@ -65,7 +65,8 @@ void CompleteSendWr(Qp& qp, uint64_t wr_id, ibv_wr_opcode opcode, uint32_t byte_
                     ibv_wc_status status);
 
 // --- responder (responder.cpp)
-int PostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// ibv_post_recv on `qp`: takes the QP's lock, validates and queues the WRs.
+int LockAndPostRecv(Engine& engine, Qp& qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 // Executes an incoming request. Returns true if an ACK must be sent.
 bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view);
 // Sends the cumulative ACK for epsn-1. false = the requester's ring is full.
