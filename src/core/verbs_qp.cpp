@@ -243,52 +243,42 @@ int DestroyQp(ibv_qp* ibqp) {
 
 namespace {
 
-// ibv_post_send with a null argument (bad_wr may be null: the WR chain is
-// still posted; the QP or the chain may not), or before the engine exists.
-[[gnu::noinline]] int PostSendSlow(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-  ibv_send_wr* ignored;
+// The transport's entry for a WR list: takes the QP's lock and posts.
+template <typename Wr>
+using LockAndPost = int (*)(Engine&, Qp&, Wr*, Wr**);
+
+// ibv_post_send / ibv_post_recv with a null argument (bad_wr may be null: the
+// WR chain is still posted; the QP or the chain may not), or before the
+// engine exists.
+template <typename Wr, LockAndPost<Wr> kPost>
+[[gnu::noinline]] int PostSlow(ibv_qp* ibqp, Wr* wr, Wr** bad_wr) {
+  Wr* ignored;
   if (!bad_wr) bad_wr = &ignored;
   if (!ibqp || !wr) {
     *bad_wr = wr;
     return EINVAL;
   }
   Engine* engine = Engine::Get(nullptr);
-  return transport::LockAndPostSend(*engine, *Qp::From(ibqp), wr, bad_wr);
+  return kPost(*engine, *Qp::From(ibqp), wr, bad_wr);
+}
+
+// A jump into the transport, which takes the QP's lock: no frame here.
+template <typename Wr, LockAndPost<Wr> kPost>
+[[gnu::always_inline]] inline int Post(ibv_qp* ibqp, Wr* wr, Wr** bad_wr) {
+  Engine* engine = Engine::Current();
+  if (!ibqp || !wr || !bad_wr || !engine) [[unlikely]]
+    return PostSlow<Wr, kPost>(ibqp, wr, bad_wr);
+  return kPost(*engine, *Qp::From(ibqp), wr, bad_wr);
 }
 
 }  // namespace
 
 int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-  // A jump into the transport, which takes the QP's lock: no frame here.
-  Engine* engine = Engine::Current();
-  if (!ibqp || !wr || !bad_wr || !engine) [[unlikely]]
-    return PostSendSlow(ibqp, wr, bad_wr);
-  return transport::LockAndPostSend(*engine, *Qp::From(ibqp), wr, bad_wr);
+  return Post<ibv_send_wr, transport::LockAndPostSend>(ibqp, wr, bad_wr);
 }
-
-namespace {
-
-// ibv_post_recv with a null argument (as PostSendSlow), or before the engine
-// exists.
-[[gnu::noinline]] int PostRecvSlow(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  ibv_recv_wr* ignored;
-  if (!bad_wr) bad_wr = &ignored;
-  if (!ibqp || !wr) {
-    *bad_wr = wr;
-    return EINVAL;
-  }
-  Engine* engine = Engine::Get(nullptr);
-  return transport::LockAndPostRecv(*engine, *Qp::From(ibqp), wr, bad_wr);
-}
-
-}  // namespace
 
 int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  // A jump into the transport, which takes the QP's lock: no frame here.
-  Engine* engine = Engine::Current();
-  if (!ibqp || !wr || !bad_wr || !engine) [[unlikely]]
-    return PostRecvSlow(ibqp, wr, bad_wr);
-  return transport::LockAndPostRecv(*engine, *Qp::From(ibqp), wr, bad_wr);
+  return Post<ibv_recv_wr, transport::LockAndPostRecv>(ibqp, wr, bad_wr);
 }
 
 }  // namespace softrdma::verbs
