@@ -354,6 +354,17 @@ void Ring::Cancel(const Reservation& r) {
   Commit(r);
 }
 
+// A hint to fetch a line in the exclusive state, ready for our stores.
+// GCC turns __builtin_prefetch(p, 1) into a plain read prefetch unless the
+// target has PRFCHW; PREFETCHW is a hint every x86-64 CPU executes or ignores.
+[[gnu::always_inline]] inline void PrefetchForWrite(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 // The straight case of a small record: the pid is cached, the ring has room
 // by consume_seen_, the record does not wrap, header and payload are at most
 // kStraightCopyBytes each, and the claim succeeds. Everything is decided
@@ -381,6 +392,10 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   if (c > p || p - c + n > slots || index + n > slots) [[unlikely]]
     return TryProduceSlow(hdr, hdr_len, payload, payload_len);
   std::atomic<uint64_t>* const words = seq_words();
+  // Ask for the slot's line for writing before the claim: the locked CAS
+  // waits for the seq word's line, and the record's line then comes in
+  // meanwhile instead of after it (two cross-core transfers in parallel).
+  PrefetchForWrite(reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots) + index * kSlotBytes);
   uint64_t seen = 0;
   const uint64_t claim =
       ClaimHead(words, p, index, p >> slot_shift_, pid_word & ~kPidKnown, n, &seen);
