@@ -207,16 +207,12 @@ MrSnapshot ReadMrEntrySlow(const MrEntry& e);
     *s = ReadMrEntrySlow(e);
 }
 
-// The checks of Lookup / BeginRemoteAccess on a snapshot.
-[[gnu::always_inline]] inline int CheckMrSnapshot(const MrSnapshot& s, KeyKind kind, uint32_t key,
-                                                  uint64_t addr, uint64_t len, uint32_t pd_id,
-                                                  uint32_t needed_access, uint32_t qpn) {
-  // A window has no lkey (its lkey field is a former MR's, kept for key freshness).
-  if (kind == KeyKind::kLocal) {
-    if (s.live == 0 || s.lkey != key || s.window) return EINVAL;
-  } else if (s.live == 0 || s.rkey != key) {
-    return EINVAL;
-  }
+// The checks of an rkey (Lookup with KeyKind::kRemote, BeginRemoteAccess) on
+// a snapshot; lkeys are checked by CheckMrLocal.
+[[gnu::always_inline]] inline int CheckMrRemote(const MrSnapshot& s, uint32_t key, uint64_t addr,
+                                                uint64_t len, uint32_t pd_id,
+                                                uint32_t needed_access, uint32_t qpn) {
+  if (s.live == 0 || s.rkey != key) return EINVAL;
   if (s.pd_id != pd_id) return EACCES;
   if (s.window == 2 && s.qpn != qpn) return EACCES;  // type 2: only through its QP
   if ((s.access & needed_access) != needed_access) return EACCES;
@@ -235,8 +231,7 @@ MrSnapshot ReadMrEntrySlow(const MrEntry& e);
   const MrEntry& e = entries[index];
   MrSnapshot s;
   ReadMrEntry(e, &s);
-  if (int rc = CheckMrSnapshot(s, KeyKind::kRemote, rkey, addr, len, pd_id, needed_access, qpn))
-    return rc;
+  if (int rc = CheckMrRemote(s, rkey, addr, len, pd_id, needed_access, qpn)) return rc;
   // Count ourselves in, then make sure the region was not invalidated in
   // between (deregistration invalidates first, then waits for the count).
   e.inflight.fetch_add(1, std::memory_order_seq_cst);
@@ -276,10 +271,11 @@ struct MrLocalSnapshot {
 int LookupLocalSlow(const MrEntry& e, uint32_t key, uint64_t addr, uint64_t len, uint32_t pd_id,
                     uint32_t needed_access, uint64_t* host_addr);
 
-// Lookup(KeyKind::kLocal, ...): the same checks and errors, in the order of
-// CheckMrSnapshot. Still a seqlock read: another thread of this process may
-// deregister the region meanwhile, and a torn read could otherwise pair the
-// old key with the new region's address.
+// Lookup(KeyKind::kLocal, ...): the same errors as an rkey's check
+// (CheckMrRemote), in the same order; a window has no lkey (its lkey field is
+// a former MR's, kept for key freshness). Still a seqlock read: another
+// thread of this process may deregister the region meanwhile, and a torn
+// read could otherwise pair the old key with the new region's address.
 [[gnu::always_inline]] inline int CheckMrLocal(const MrLocalSnapshot& s, uint32_t key,
                                                uint64_t addr, uint64_t len, uint32_t pd_id,
                                                uint32_t needed_access) {
@@ -313,7 +309,7 @@ int LookupLocalSlow(const MrEntry& e, uint32_t key, uint64_t addr, uint64_t len,
   if (index == 0 || index >= kCapacity) return EINVAL;
   MrSnapshot s;
   ReadMrEntry(entries_[index], &s);
-  if (int rc = CheckMrSnapshot(s, kind, key, addr, len, pd_id, needed_access, qpn)) return rc;
+  if (int rc = CheckMrRemote(s, key, addr, len, pd_id, needed_access, qpn)) return rc;
   *host_addr = s.host_addr + (addr - s.iova);
   return 0;
 }

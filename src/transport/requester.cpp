@@ -189,10 +189,20 @@ enum class TxResult { kSent, kBlocked, kFailed };
 
 // Resolves a WQE's local SGEs to addresses in this process, checking each
 // lkey, bound and the QP's PD. Returns the number of iovecs or -1.
-int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out,
-                 uint32_t* extents) {
+namespace {
+
+// ResolveLocal's body, inline into the small message's transmission too.
+[[gnu::always_inline]] inline int ResolveWqeSges(Engine& engine, Qp& qp, uint32_t index,
+                                                 const SendWqe& w, iovec* out, uint32_t* extents) {
   return engine.mr_table().ResolveSges(qp.sq.sge_of(index), w.num_sge, qp.pd->id, 0, out,
                                        UINT64_MAX, extents);
+}
+
+}  // namespace
+
+int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* out,
+                 uint32_t* extents) {
+  return ResolveWqeSges(engine, qp, index, w, out, extents);
 }
 
 namespace {
@@ -291,9 +301,9 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
   } else {
     iovec parts[limits::kMaxSge + 1];
     parts[0] = iovec{&h, sizeof h};
-    const int nlocal =
-        engine.mr_table().ResolveSges(qp.sq.sge_of(index), w.num_sge, qp.pd->id, 0, parts + 1);
+    const int nlocal = ResolveWqeSges(engine, qp, index, w, parts + 1, nullptr);
     if (nlocal < 0) return TxResult::kFailed;
+    // One piece (nearly always): Send directly, without SendGather's call.
     sent = nlocal <= 1 ? engine.Send(*qp.peer, h, nlocal ? parts[1].iov_base : nullptr,
                                      nlocal ? static_cast<uint32_t>(parts[1].iov_len) : 0)
                        : engine.SendGather(*qp.peer, h, parts, nlocal + 1);
