@@ -18,6 +18,21 @@ namespace {
 
 using SendRecv = LoopbackPair;
 
+// Posts `d` as receive `recv_id` on `to` and `s` as send `send_id` on `from`,
+// then waits for one completion on each side (receiver on cq_b, sender on
+// cq_a).
+void ExchangeOne(SendRecv& t, ibv_qp* from, ibv_qp* to, ibv_sge* s, ibv_sge* d, uint64_t send_id,
+                 uint64_t recv_id, ibv_wc* sent, ibv_wc* received) {
+  ASSERT_EQ(t.PostRecv(to, recv_id, d, 1), 0);
+  ASSERT_EQ(t.PostSend(from, send_id, s, 1), 0);
+  auto rw = PollN(t.cq_b, 1);
+  auto sw = PollN(t.cq_a, 1);
+  ASSERT_EQ(rw.size(), 1u);
+  ASSERT_EQ(sw.size(), 1u);
+  *received = rw[0];
+  *sent = sw[0];
+}
+
 void Fill(std::vector<uint8_t>& v, uint32_t seed) {
   for (size_t i = 0; i < v.size(); ++i)
     v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + 3) & 0xff);
@@ -278,12 +293,8 @@ TEST_F(SendRecv, OneSgeReceiveOfExactSizeCompletesInFull) {
   ibv_mr* mr = Reg(got, sizeof got);
   ibv_sge d{reinterpret_cast<uintptr_t>(&got[0]), 8, mr->lkey};
   ibv_sge s{reinterpret_cast<uintptr_t>(&word), 8, ms->lkey};
-  ASSERT_EQ(PostRecv(b, 31, &d, 1), 0);
-  ASSERT_EQ(PostSend(a, 32, &s, 1), 0);
-  auto rw = PollN(cq_b, 1);
-  auto sw = PollN(cq_a, 1);
-  ASSERT_EQ(rw.size(), 1u);
-  ASSERT_EQ(sw.size(), 1u);
+  ibv_wc rw[1], sw[1];
+  ASSERT_NO_FATAL_FAILURE(ExchangeOne(*this, a, b, &s, &d, 32, 31, sw, rw));
   EXPECT_EQ(rw[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(rw[0].wr_id, 31u);
   EXPECT_EQ(rw[0].opcode, IBV_WC_RECV);
@@ -350,12 +361,8 @@ TEST_F(SendRecv, OneSgeReceiveWithABadLkeyFailsBothSides) {
     ASSERT_EQ(Connect(ctx, y, gid, x->qp_num, p), 0);
     ibv_sge d{reinterpret_cast<uintptr_t>(&in), sizeof in, key};
     ibv_sge s{reinterpret_cast<uintptr_t>(&word), sizeof word, ms->lkey};
-    ASSERT_EQ(PostRecv(y, 3, &d, 1), 0);
-    ASSERT_EQ(PostSend(x, 4, &s, 1), 0);
-    auto rw = PollN(cq_b, 1);
-    auto sw = PollN(cq_a, 1);
-    ASSERT_EQ(rw.size(), 1u);
-    ASSERT_EQ(sw.size(), 1u);
+    ibv_wc rw[1], sw[1];
+    ASSERT_NO_FATAL_FAILURE(ExchangeOne(*this, x, y, &s, &d, 4, 3, sw, rw));
     EXPECT_EQ(rw[0].status, IBV_WC_LOC_PROT_ERR);
     EXPECT_EQ(rw[0].wr_id, 3u);
     EXPECT_EQ(sw[0].status, IBV_WC_REM_OP_ERR);
