@@ -650,6 +650,9 @@ bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
     uint64_t next_deadline = 0;  // deadlines matter again once we sleep
     CheckTimers(now, &next_deadline);
     watch->last_timer_check = now;
+    // As before a sleep (ThreadMain), but only once per tick: it reads the
+    // producers' line, and the application's drains never look for it.
+    ring_->PublishStalledClaim();
   }
   const uint64_t polls = app_polls_.load(std::memory_order_relaxed);
   if (polls == watch->seen_polls) return false;
@@ -714,6 +717,11 @@ void Engine::ThreadMain() {
       continue;
     }
     uint32_t word = ring_->PrepareToSleep();
+    // A producer between reserve and commit with nobody reserving after it
+    // is invisible at the head until its claim is in the seq word: put it
+    // there, so that the record reads as pending and Peek can tell if that
+    // producer died (ring.h).
+    ring_->PublishStalledClaim();
     shm::Ring::HeadState head = ring_->Head();
     if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
       timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died

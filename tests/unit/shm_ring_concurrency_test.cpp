@@ -102,11 +102,11 @@ TEST(ShmRingConcurrencyTest, ManyProducerThreadsNoLossNoDuplicate) {
 }
 
 // Only small records (header and data of at most 64 bytes: TryProduce's
-// straight path whenever the record does not wrap and the claim is not
-// lost) from several threads into a small ring, so that claims collide,
-// producers help each other past claims whose reserve_pos CAS has not
-// happened yet, the ring fills and records wrap: every record arrives once,
-// in order per producer, intact.
+// straight path whenever the record does not wrap and the reserve CAS is
+// not lost) from several threads into a small ring, so that reservations
+// collide, producers publish the claims of records still being written by
+// others (helping), the ring fills and records wrap: every record arrives
+// once, in order per producer, intact.
 TEST(ShmRingConcurrencyTest, SmallRecordsFromManyThreadsOnASmallRing) {
   constexpr uint32_t kProducers = 4;
   constexpr uint64_t kPerProducer = 50000;
@@ -130,6 +130,65 @@ TEST(ShmRingConcurrencyTest, SmallRecordsFromManyThreadsOnASmallRing) {
   RecordView v;
   EXPECT_FALSE(ring->Peek(&v));
   EXPECT_EQ(ring->UsedSlots(), 0u);
+}
+
+// Producers that linger between reserve and commit (a yield after every
+// third reservation), so that most reservations meet a claim that is only
+// in the reserve word and must publish it first, while another thread keeps
+// calling PublishStalledClaim (as the progress thread does) and so races
+// the producers' helping CASes and commits and the consumer's resets: every
+// record arrives once, in order per producer, intact, and the ring ends
+// empty with no record taken for a dead producer's.
+TEST(ShmRingConcurrencyTest, LingeringProducersAndStalledClaimPublisher) {
+  constexpr uint32_t kProducers = 3;
+  constexpr uint64_t kPerProducer = 30000;
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  ASSERT_NE(ring, nullptr);
+  const auto deadline = Clock::now() + 100s;
+  std::atomic<int> failures{0};
+  std::atomic<bool> producing{true};
+  std::atomic<uint64_t> published{0};
+  std::thread publisher([&] {
+    while (producing.load()) {
+      if (ring->PublishStalledClaim()) published.fetch_add(1);
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    threads.emplace_back([&, p] {
+      for (uint64_t seq = 0; seq < kPerProducer; ++seq) {
+        Msg m{p, static_cast<uint32_t>((seq * 13 + p) % 200), seq};
+        const std::vector<uint8_t> payload = Pattern(p, seq, m.len);
+        Reservation r;
+        while (!ring->TryReserve(sizeof(m) + m.len, &r)) {
+          if (Clock::now() > deadline) {
+            failures.fetch_add(1);
+            return;
+          }
+          std::this_thread::yield();
+        }
+        r.Write(0, &m, sizeof(m));
+        if (seq % 3 == 0) std::this_thread::yield();
+        r.Write(sizeof(m), payload.data(), m.len);
+        ring->Commit(r);
+      }
+    });
+  }
+  ASSERT_TRUE(ring->TryLockConsumer());
+  const uint64_t total = ConsumeStreams(ring, kProducers, kPerProducer, deadline);
+  ring->UnlockConsumer();
+  for (auto& t : threads) t.join();
+  producing.store(false);
+  publisher.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(total, kProducers * kPerProducer);
+  RecordView v;
+  EXPECT_FALSE(ring->Peek(&v));
+  EXPECT_EQ(ring->UsedSlots(), 0u);
+  EXPECT_EQ(ring->dead_records_skipped(), 0u);
+  RecordProperty("stalled_claims_published", static_cast<int>(published.load()));
 }
 
 TEST(ShmRingConcurrencyTest, ProducersInForkedProcesses) {

@@ -89,6 +89,56 @@ TEST(ShmRingDeadProducerTest, DeadForkedChildOfAProducerIsSkipped) {
   DeadProducerCase(true, /*parent_produced_first=*/true);
 }
 
+// A producer killed between reserve and commit with nobody reserving after
+// it: its claim is only in the reserve word, so the record is invisible
+// until a consumer calls PublishStalledClaim (the progress thread does,
+// before it sleeps and once per timer tick). Then it is skipped as any dead
+// producer's, and the ring goes on.
+TEST(ShmRingDeadProducerTest, DeadLastProducerIsSkippedOncePublished) {
+  ShmNameGuard name{UniqueShmName("deadlast")};
+  ShmRegion region;
+  ASSERT_TRUE(ShmRegion::Create(name.name, Ring::RegionBytes(64), &region).ok());
+  Ring* ring = Ring::Format(region.data(), region.size(), 64);
+  ASSERT_NE(ring, nullptr);
+  ChildGuard child;
+  child.pid = fork();
+  ASSERT_GE(child.pid, 0);
+  if (child.pid == 0) {
+    Reservation r;
+    if (!ring->TryReserve(200, &r)) _exit(1);
+    raise(SIGKILL);
+    _exit(2);
+  }
+  ASSERT_EQ(child.Wait(), 128 + SIGKILL);
+  EXPECT_EQ(ring->UsedSlots(), Ring::SlotsFor(200));
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kEmpty);
+  RecordView v;
+  const auto until = Clock::now() + 2 * std::chrono::nanoseconds(Ring::kDeadProducerCheckNs);
+  while (Clock::now() < until) {  // never skipped while unpublished
+    ASSERT_FALSE(ring->Peek(&v));
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(ring->dead_records_skipped(), 0u);
+  EXPECT_TRUE(ring->PublishStalledClaim());
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kPending);
+  const auto deadline = Clock::now() + 5000ms;
+  while (ring->dead_records_skipped() == 0 && Clock::now() < deadline) {
+    EXPECT_FALSE(ring->Peek(&v));
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(ring->dead_records_skipped(), 1u);
+  EXPECT_EQ(ring->UsedSlots(), 0u);
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kEmpty);
+  for (uint64_t i = 0; i < 200; ++i) {
+    ASSERT_TRUE(ring->TryProduce(&i, 8, nullptr, 0));
+    ASSERT_TRUE(ring->Peek(&v));
+    uint64_t got = ~0ull;
+    v.CopyOut(0, &got, 8);
+    ASSERT_EQ(got, i);
+    ring->Release(v);
+  }
+}
+
 TEST(ShmRingDeadProducerTest, SlowLiveProducerIsNeverSkipped) {
   LocalRing lr(64);
   Ring* ring = lr.ring;

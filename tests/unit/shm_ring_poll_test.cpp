@@ -24,14 +24,20 @@ TEST(ShmRingPollTest, InlineHeadChecksAgreeWithHead) {
   EXPECT_FALSE(r->HeadReady());
   EXPECT_EQ(r->Head(), Ring::HeadState::kEmpty);
 
-  // Reserved but not committed: neither empty (a record is on its way) nor
-  // ready.
+  // Reserved but not committed: invisible at first (the claim is only in the
+  // reserve word), pending once PublishStalledClaim put it in its seq word.
   Reservation res;
   ASSERT_TRUE(r->TryReserve(10, &res));
+  EXPECT_TRUE(r->HeadEmpty());
+  EXPECT_FALSE(r->HeadReady());
+  EXPECT_EQ(r->Head(), Ring::HeadState::kEmpty);
+  EXPECT_TRUE(r->PublishStalledClaim());
+  EXPECT_FALSE(r->PublishStalledClaim());  // already there
   EXPECT_FALSE(r->HeadEmpty());
   EXPECT_FALSE(r->HeadReady());
   EXPECT_EQ(r->Head(), Ring::HeadState::kPending);
   r->Commit(res);
+  EXPECT_FALSE(r->PublishStalledClaim());  // committed: nothing to publish
   EXPECT_FALSE(r->HeadEmpty());
   EXPECT_TRUE(r->HeadReady());
   EXPECT_EQ(r->Head(), Ring::HeadState::kReady);

@@ -314,6 +314,7 @@ TEST(ShmRingTest, CancelledHeadIsReadyAndDropped) {
   Ring* ring = lr.ring;
   Reservation a;
   ASSERT_TRUE(ring->TryReserve(100, &a));
+  EXPECT_TRUE(ring->PublishStalledClaim());
   EXPECT_EQ(ring->Head(), Ring::HeadState::kPending);
   EXPECT_FALSE(ring->HeadReady());
   ring->Cancel(a);
@@ -325,10 +326,9 @@ TEST(ShmRingTest, CancelledHeadIsReadyAndDropped) {
   EXPECT_EQ(ring->UsedSlots(), 0u);
 }
 
-// The claim CAS expects the free word without looking first: a slot claimed
-// by another reservation must make it move on, never take the slot twice,
-// lap after lap (with records still in flight, so the CAS also meets words
-// of the previous lap's records).
+// Two reservations in flight never share a slot, and commits out of order
+// are delivered in reservation order, lap after lap (with records still in
+// flight, so helping also meets words of the previous lap's records).
 TEST(ShmRingTest, ClaimsNeverShareASlot) {
   LocalRing lr(16);
   Ring* ring = lr.ring;
@@ -391,36 +391,35 @@ TEST(ShmRingTest, WriteOfEverySmallLength) {
   }
 }
 
-// TryReserve's straight attempt gives way to the general loop when the
-// claim at reserve_pos fails because that slot is already claimed by a
-// producer that has not advanced reserve_pos yet (it is between its two
-// CASes, or died there). The loop must help (advance reserve_pos past the
-// claim) and then claim the next slot: both records are delivered, each
-// once, in reservation order. The stalled claimer is simulated by putting
-// reserve_pos back to the position of a reservation just made (the
-// producers' line: the first line after the header's first one).
-TEST(ShmRingTest, StraightAttemptFallsBackToHelping) {
+// A reservation after one that is not committed yet takes the general
+// path (published_end is not at reserve_pos), which first writes the
+// earlier claim into its seq word ("helping"): the head then reads as
+// pending, and stays so while the later record commits. Both are delivered,
+// each once, in reservation order, lap after lap with records of several
+// sizes (so that helping also meets seq words of the previous lap).
+TEST(ShmRingTest, ReservingAfterAnUncommittedRecordPublishesItsClaim) {
   LocalRing lr(64);
   Ring* ring = lr.ring;
-  auto* reserve_pos = reinterpret_cast<std::atomic<uint64_t>*>(lr.mem.get() + 64);
-  for (int round = 0; round < 200; ++round) {  // several laps of the 64 slots
+  for (int round = 0; round < 200; ++round) {
     const uint64_t before = ring->ReservedSlots();
-    ASSERT_EQ(reserve_pos->load(), before) << "reserve_pos is not where this test expects it";
     Reservation a;
     const uint32_t la = 8 + (round % 4) * 64;
     ASSERT_TRUE(ring->TryReserve(la, &a));
-    ASSERT_EQ(ring->ReservedSlots(), before + Ring::SlotsFor(la));
-    reserve_pos->store(before);  // a's claimer "has not advanced it yet"
+    EXPECT_EQ(ring->Head(), Ring::HeadState::kEmpty) << round;  // only in the reserve word
     Reservation b;
     ASSERT_TRUE(ring->TryReserve(8, &b));
     EXPECT_EQ(ring->ReservedSlots(), before + Ring::SlotsFor(la) + Ring::SlotsFor(8));
     EXPECT_NE(a.first().data(), b.first().data());
+    EXPECT_EQ(ring->Head(), Ring::HeadState::kPending) << round;  // a's claim, published
+    EXPECT_FALSE(ring->PublishStalledClaim());  // the head's claim is there already
     const uint64_t ia = 2 * round, ib = 2 * round + 1;
     b.Write(0, &ib, 8);
     ring->Commit(b);
+    RecordView v;
+    EXPECT_FALSE(ring->Peek(&v));  // b waits for a
+    EXPECT_EQ(ring->Head(), Ring::HeadState::kPending);
     a.Write(0, &ia, 8);
     ring->Commit(a);
-    RecordView v;
     for (uint64_t want : {ia, ib}) {
       ASSERT_TRUE(ring->Peek(&v));
       EXPECT_EQ(v.size(), want == ia ? la : 8u);
@@ -432,6 +431,37 @@ TEST(ShmRingTest, StraightAttemptFallsBackToHelping) {
     EXPECT_FALSE(ring->Peek(&v));
     EXPECT_EQ(ring->UsedSlots(), 0u);
   }
+}
+
+// PublishStalledClaim writes only the claim of the record at the head, and
+// only while that claim is alone in the reserve word: never into a slot of
+// a record behind the head, never over a commit, never on an empty ring.
+TEST(ShmRingTest, PublishStalledClaimTouchesOnlyALoneHeadClaim) {
+  LocalRing lr(16);
+  Ring* ring = lr.ring;
+  EXPECT_FALSE(ring->PublishStalledClaim());  // nothing reserved
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kEmpty);
+  uint64_t x = 1;
+  ASSERT_TRUE(ring->TryProduce(&x, 8, nullptr, 0));
+  EXPECT_FALSE(ring->PublishStalledClaim());  // committed
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kReady);
+  Reservation later;
+  ASSERT_TRUE(ring->TryReserve(100, &later));
+  EXPECT_FALSE(ring->PublishStalledClaim());  // not the head's record
+  RecordView v;
+  ASSERT_TRUE(ring->Peek(&v));
+  ring->Release(v);
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kEmpty);
+  EXPECT_TRUE(ring->PublishStalledClaim());  // now it is
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kPending);
+  later.Write(0, &x, 8);
+  ring->Commit(later);
+  ASSERT_TRUE(ring->Peek(&v));
+  EXPECT_EQ(v.size(), 100u);
+  ring->Release(v);
+  EXPECT_FALSE(ring->PublishStalledClaim());
+  EXPECT_EQ(ring->Head(), Ring::HeadState::kEmpty);
+  EXPECT_EQ(ring->UsedSlots(), 0u);
 }
 
 // The straight attempt also gives way when the ring looks full by the

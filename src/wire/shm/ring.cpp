@@ -153,7 +153,9 @@ Ring::Ring(uint32_t slot_count, size_t region_bytes)
       slot_shift_(static_cast<uint32_t>(std::countr_zero(slot_count))),
       region_bytes_(region_bytes),
       reserve_pos_(0),
+      last_claim_(0),
       consume_seen_(0),
+      published_end_(0),
       consume_pos_(0),
       wake_word_(0),
       consumer_sleeping_(0),
@@ -232,27 +234,61 @@ inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std
   r->word_ = claim;
 }
 
-// The claim of the n-slot record at p (slot `index`, lap `lap`): the CAS of
-// its head seq word from the lap's free word to the claim word, with no load
-// before it (the word's line is usually in the consumer's cache, as it polls
-// that very line, and a load then a CAS would fetch it twice, shared and then
-// owned), then the reserve_pos advance, which fails harmlessly when someone
-// helped already. Returns the claim word (never 0), or 0 with *seen = the
-// word the failed CAS found there.
-[[gnu::always_inline]] inline uint64_t Ring::ClaimHead(std::atomic<uint64_t>* words, uint64_t p,
-                                                       uint64_t index, uint64_t lap, uint32_t pid,
-                                                       uint32_t n, uint64_t* seen) {
-  uint64_t w = Word(lap, 0, 0, kFree);
-  const uint64_t claim = Word(lap, pid, n, kClaimed);
-  if (!words[index].compare_exchange_strong(w, claim, std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) {
-    *seen = w;
-    return 0;
+// The reserve word is 16 bytes at reserve_pos_ (low half) and last_claim_.
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
+
+// One 16-byte locked CAS (cmpxchg16b: the library is built with -mcx16).
+// Through a may_alias pointer: the two halves are also read one at a time
+// as std::atomic<uint64_t>.
+[[gnu::always_inline]] inline bool Ring::CasReserveWord(uint64_t pos, uint64_t last,
+                                                        uint64_t new_pos, uint64_t claim) {
+  using Word128 [[gnu::may_alias]] = unsigned __int128;
+  auto* word = reinterpret_cast<Word128*>(&reserve_pos_);
+  const Word128 expected = (static_cast<Word128>(last) << 64) | pos;
+  const Word128 desired = (static_cast<Word128>(claim) << 64) | new_pos;
+  return __sync_bool_compare_and_swap(word, expected, desired);
+}
+
+void Ring::ReadReserveWord(uint64_t* pos, uint64_t* last) const {
+  // reserve_pos_ grows with every change of the word, so a last_claim_ read
+  // between two equal reads of it belongs to that position.
+  uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t l = last_claim_.load(std::memory_order_acquire);
+    const uint64_t again = reserve_pos_.load(std::memory_order_acquire);
+    if (again == p) {
+      *pos = p;
+      *last = l;
+      return;
+    }
+    p = again;
   }
-  uint64_t expected = p;
-  reserve_pos_.compare_exchange_strong(expected, p + n, std::memory_order_acq_rel,
-                                       std::memory_order_relaxed);
-  return claim;
+}
+
+void Ring::PublishClaim(uint64_t end, uint64_t last) {
+  const uint32_t n = Slots(last);
+  // 0 (nothing reserved yet) or a corrupt word: nothing to publish.
+  if (State(last) != kClaimed || n == 0 || n > slot_count_ || end < n) return;
+  const uint64_t head = end - n;
+  if (Tag(last) != TagOfLap(Lap(head))) return;
+  // Fails when the seq word holds the claim or the commit already, or was
+  // reset for the next lap by the consumer: all of them mean "published".
+  uint64_t expected = Word(Lap(head), 0, 0, kFree);
+  seq(head).compare_exchange_strong(expected, last, std::memory_order_acq_rel,
+                                    std::memory_order_relaxed);
+}
+
+bool Ring::PublishStalledClaim() {
+  const uint64_t c = consume_pos_.load(std::memory_order_acquire);
+  if (seq(c).load(std::memory_order_acquire) != Word(Lap(c), 0, 0, kFree)) return false;
+  uint64_t p = 0, last = 0;
+  ReadReserveWord(&p, &last);
+  // Only the claim still in the reserve word can be missing from its seq
+  // word (every earlier one was published before the word moved on), and
+  // only when it is the head's.
+  if (p <= c || p - Slots(last) != c) return false;
+  PublishClaim(p, last);
+  return seq(c).load(std::memory_order_acquire) == last;
 }
 
 bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
@@ -269,19 +305,19 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
   const uint64_t mask = slots - 1;
   if (bytes > std::min(slots, kMaxRecordSlots) * kSlotBytes - kRecordHeaderBytes) return false;
   const uint32_t n = SlotsFor(bytes);
-  // The common case, straight: reserve_pos is current, the ring has room by
-  // consume_seen_, and the claim succeeds. Anything else starts over in
-  // TryReserveLoop, which decides every case (a failed claim changed nothing).
+  // The common case, straight: the ring has room by consume_seen_, the claim
+  // being replaced is known to be committed, and the CAS succeeds (a torn
+  // read of the word only makes it fail). Anything else starts over in
+  // TryReserveLoop, which decides every case (a failed CAS changed nothing).
   const uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  const uint64_t last = last_claim_.load(std::memory_order_acquire);
   // Acquire: see TryReserveLoop.
   const uint64_t c = consume_seen_.load(std::memory_order_acquire);
-  if (c <= p && p - c + n <= slots) [[likely]] {
-    std::atomic<uint64_t>* const words = seq_words();
-    uint64_t seen = 0;
-    const uint64_t claim = ClaimHead(words, p, p & mask, p >> slot_shift_, pid, n, &seen);
-    if (claim != 0) [[likely]] {
-      FillReservation(p, mask, slots, reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots),
-                      bytes, claim, r);
+  if (c <= p && p - c + n <= slots && published_end_.load(std::memory_order_relaxed) == p)
+      [[likely]] {
+    const uint64_t claim = Word(p >> slot_shift_, pid, n, kClaimed);
+    if (CasReserveWord(p, last, p + n, claim)) [[likely]] {
+      FillReservation(p, mask, slots, data(), bytes, claim, r);
       return true;
     }
   }
@@ -293,25 +329,26 @@ bool Ring::TryReserveLoop(uint32_t bytes, Reservation* r) {
   if (bytes > std::min(slots, kMaxRecordSlots) * kSlotBytes - kRecordHeaderBytes) return false;
   const uint32_t n = SlotsFor(bytes);
   const uint32_t pid = ProducerPid();
-  const uint32_t shift = slot_shift_;
   const uint64_t mask = slots - 1;
-  std::atomic<uint64_t>* const words = seq_words();
-  uint64_t p = reserve_pos_.load(std::memory_order_acquire);
   // Acquire on the consumer position orders our writes to these slots after
   // the consumer's reads of their previous lap (through the producer that
   // copied it into consume_seen_, with release, when it came from there).
   uint64_t c = consume_seen_.load(std::memory_order_acquire);
   bool c_current = false;
+  uint64_t behind_consumer = ~0ull;  // a reserve_pos seen below the consumer
   for (;;) {
-    if (c > p) {  // p is stale: the consumer already went past it
-      const uint64_t now = reserve_pos_.load(std::memory_order_acquire);
-      if (now == p) return false;  // consume_pos > reserve_pos: corrupt region
-      p = now;
+    uint64_t p = 0, last = 0;
+    ReadReserveWord(&p, &last);
+    if (c > p) {
+      // The consumer is past reserve_pos: either p is stale (read again) or,
+      // when the same p is seen twice, the region is corrupt (report "full"
+      // instead of spinning).
+      if (p == behind_consumer) return false;
+      behind_consumer = p;
       continue;
     }
-    // A stale (smaller) p only makes this check more lenient, never stricter,
-    // and the claim below then fails; a stale (smaller) c makes it stricter,
-    // so "full" is only believed from the consumer's own word.
+    // A stale (smaller) c makes this check stricter, so "full" is only
+    // believed from the consumer's own word.
     if (p - c + n > slots) {
       if (c_current) return false;
       c = consume_pos_.load(std::memory_order_acquire);
@@ -319,30 +356,13 @@ bool Ring::TryReserveLoop(uint32_t bytes, Reservation* r) {
       c_current = true;
       continue;
     }
-    // A failed claim hands back what is there.
-    const uint64_t lap = p >> shift;
-    uint64_t w = 0;
-    if (const uint64_t claim = ClaimHead(words, p, p & mask, lap, pid, n, &w)) {
-      FillReservation(p, mask, slots, reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots),
-                      bytes, claim, r);
+    if (published_end_.load(std::memory_order_relaxed) != p) PublishClaim(p, last);
+    const uint64_t claim = Word(Lap(p), pid, n, kClaimed);
+    if (CasReserveWord(p, last, p + n, claim)) {
+      FillReservation(p, mask, slots, data(), bytes, claim, r);
       return true;
     }
-    if (Tag(w) == TagOfLap(lap) && State(w) != kFree && Slots(w) != 0) {
-      // Someone claimed p but may not have advanced reserve_pos yet (or died
-      // before doing so): help, so nobody waits on anybody.
-      uint64_t expected = p;
-      if (reserve_pos_.compare_exchange_strong(expected, p + Slots(w), std::memory_order_acq_rel,
-                                               std::memory_order_acquire)) {
-        expected = p + Slots(w);
-      }
-      p = expected;
-      continue;
-    }
-    // The slot holds another lap: our p is stale, or the region is corrupt
-    // (then reserve_pos stays put and we report "full" instead of spinning).
-    const uint64_t now = reserve_pos_.load(std::memory_order_acquire);
-    if (now == p) return false;
-    p = now;
+    // Another producer reserved meanwhile: start over from the new word.
   }
 }
 
@@ -386,23 +406,22 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   const uint64_t mask = slots - 1;
   const uint32_t n = SlotsFor(bytes);
   const uint64_t p = reserve_pos_.load(std::memory_order_acquire);
+  const uint64_t last = last_claim_.load(std::memory_order_acquire);
   // Acquire: see TryReserveLoop.
   const uint64_t c = consume_seen_.load(std::memory_order_acquire);
   const uint64_t index = p & mask;
-  if (c > p || p - c + n > slots || index + n > slots) [[unlikely]]
+  if (c > p || p - c + n > slots || index + n > slots ||
+      published_end_.load(std::memory_order_relaxed) != p) [[unlikely]]
     return TryProduceSlow(hdr, hdr_len, payload, payload_len);
   std::atomic<uint64_t>* const words = seq_words();
-  // Ask for the slot's line for writing before the claim: the locked CAS
-  // waits for the seq word's line, and the record's line then comes in
-  // meanwhile instead of after it (two cross-core transfers in parallel).
-  PrefetchForWrite(reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots) + index * kSlotBytes);
-  uint64_t seen = 0;
-  const uint64_t claim =
-      ClaimHead(words, p, index, p >> slot_shift_, pid_word & ~kPidKnown, n, &seen);
-  if (claim == 0) [[unlikely]]
-    return TryProduceSlow(hdr, hdr_len, payload, payload_len);
   std::byte* const rec =
       reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots) + index * kSlotBytes;
+  // Ask for the slot's line for writing before the claim, so that it comes
+  // in while the CAS runs.
+  PrefetchForWrite(rec);
+  const uint64_t claim = Word(p >> slot_shift_, pid_word & ~kPidKnown, n, kClaimed);
+  if (!CasReserveWord(p, last, p + n, claim)) [[unlikely]]
+    return TryProduceSlow(hdr, hdr_len, payload, payload_len);
   const RecordHeader rh{bytes, 0};
   std::memcpy(rec, &rh, sizeof(rh));
   Reservation::CopySmall(rec + kRecordHeaderBytes, static_cast<const std::byte*>(hdr), hdr_len);
@@ -410,6 +429,7 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
                          payload_len);
   // Commit, as Commit(): seq_cst store, then the seq_cst look at the flag.
   words[index].store((claim & ~kStateMask) | kCommitted, std::memory_order_seq_cst);
+  published_end_.store(p + n, std::memory_order_release);
   if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
     return WakeAfterCommit();
   return true;
@@ -468,8 +488,10 @@ bool Ring::PeekAt(uint64_t* cursor, RecordView* v) {
 // The record at `pos` is claimed but not committed. After it has stayed so for
 // kDeadProducerCheckNs, and then once per such period, ask whether the claimer
 // still runs; if it certainly does not, nobody will ever write these slots
-// again and they can be freed. The claim word names the claimer atomically
-// with the reservation itself, so there is no record whose owner is unknown.
+// again and they can be freed. The claim word is in the reserve word from the
+// reservation's first instant and in the seq word before it leaves the
+// reserve word (ring.h), so there is no record whose owner is unknown; one
+// still only in the reserve word gets here once PublishStalledClaim wrote it.
 // Limits: pids are compared in the consumer's pid namespace (producers in
 // another pid namespace must not share a ring), a recycled pid keeps the
 // record stalled until that new process exits too, and a producer THREAD
@@ -490,9 +512,6 @@ bool Ring::SkipIfDead(uint64_t pos, uint64_t word) {
   // The claimer may have committed after we read `word` and exited before we
   // asked: then the record is complete and must be delivered, not dropped.
   if (seq(pos).load(std::memory_order_acquire) != word) return false;
-  uint64_t expected = pos;  // it may have died before advancing reserve_pos
-  reserve_pos_.compare_exchange_strong(expected, pos + n, std::memory_order_acq_rel,
-                                       std::memory_order_relaxed);
   ResetSlots(pos, n);
   stall_since_ns_ = 0;
   dead_skips_.fetch_add(1, std::memory_order_relaxed);

@@ -4,31 +4,45 @@
 // length, made of consecutive 64-byte slots; positions are absolute u64
 // counters that never wrap, slot index = pos & (slot_count - 1).
 //
-// Reservation protocol (why it differs from "CAS on reserve_pos"): a producer
-// claims a record by a CAS on the seq word of its FIRST slot, and that one
-// word holds the slot count and the producer's pid. Only then is reserve_pos
-// advanced, by the claimer or by anyone who sees the claim ("helping"). So at
-// every instant the owner of a reserved record is known, which lets the
-// consumer skip the record of a producer that was killed between reserve and
-// commit without ever guessing (see SkipIfDead in ring.cpp). With a plain CAS
-// on reserve_pos there is a window (CAS done, pid not yet written) in which a
-// dying producer leaves a record nobody can identify.
+// Reservation protocol (layout version 3). A producer reserves by one 16-byte
+// CAS on the reserve word, on the producers' own cache line: (reserve_pos,
+// last_claim) -> (reserve_pos + n, its claim word), the claim word holding
+// the record's lap, slot count and the producer's pid. It then writes the
+// record and commits by storing the committed word into the seq word of the
+// record's first slot, the word the consumer polls. The claim is not written
+// there first: a producer that had to (a CAS on the line the consumer is
+// spinning on) would wait for that line before it could even begin the
+// record, and the line would then cross once more for the commit.
+//
+// So that the owner of every reserved record stays known (to skip the
+// record of a producer killed between reserve and commit, see SkipIfDead),
+// a claim leaves the reserve word only once it is in its seq word: before
+// its own CAS a producer makes sure the claim it replaces is there, by a CAS
+// of that seq word from "free" to the claim ("helping"; it fails harmlessly
+// when the record was committed or consumed meanwhile). It skips that when
+// published_end says the record ending at reserve_pos was committed:
+// positions never repeat, so one record ends there, and published_end is
+// only ever set after a commit. A claim still alone in the reserve word
+// (nobody reserved after it) is written to its seq word by
+// PublishStalledClaim, which consumers call before they sleep and now and
+// then: a record is invisible (Head() says kEmpty) until then or its commit.
 //
 // seq word of a slot (u64):
 //   bits 63..36  lap tag: (pos >> log2(slot_count)) mod 2^28
 //   bits 35..14  pid of the claimer (0 = unknown: never treated as dead)
 //   bits 13..2   number of slots of the record (head slot only)
 //   bits  1..0   state: free / claimed / committed
-// Every slot is rewritten once per lap (claim on heads, reset to "free for the
-// next lap" by the consumer on release for all slots), so the consumer never
-// sees a stale word that could pass for the current lap. A producer that
-// stalls for 2^28 laps between reading reserve_pos and its claim CAS could be
-// fooled by the truncated tag; with a 1 MiB ring that is 256 TiB of traffic.
+// Every slot is rewritten once per lap (commit, and maybe a published claim
+// before it, on heads; reset to "free for the next lap" by the consumer on
+// release for all slots), so the consumer never sees a stale word that could
+// pass for the current lap. A helper that stalls for 2^28 laps between
+// reading the reserve word and its CAS could be fooled by the truncated tag;
+// with a 1 MiB ring that is 256 TiB of traffic.
 //
 // Producers read the consumer position only when the ring looks full by the
 // value a producer last read (consume_seen_, on the producers' own line):
 // reading the consumer's line on every record costs a cross-core miss each
-// time, since the consumer has just written it (layout version 2).
+// time, since the consumer has just written it (since layout version 2).
 //
 // The Ring object IS the mapped header: it stores no pointers, only offsets
 // implied by slot_count, because every process maps the region elsewhere.
@@ -154,7 +168,7 @@ class RecordView : public SplitBytes<const std::byte> {
 
 class alignas(kCacheLine) Ring {
  public:
-  static constexpr uint32_t kVersion = 2;  // 2: consume_seen_
+  static constexpr uint32_t kVersion = 3;  // 2: consume_seen_; 3: the reserve word
   static constexpr uint32_t kMinSlots = 2;
   static constexpr uint32_t kMaxSlots = 1u << 24;    // 1 GiB of data
   static constexpr uint32_t kMaxRecordSlots = 4095;  // 12-bit field of the seq word
@@ -201,6 +215,9 @@ class alignas(kCacheLine) Ring {
   // the two sides at least one sees the other, so no wake-up is lost.
   void Commit(const Reservation& r) {
     seq(r.pos_).store((r.word_ & ~kSeqStateMask) | kSeqCommitted, std::memory_order_seq_cst);
+    // After the commit (see "helping" above): producers then need not look
+    // at this record's seq word, the line the consumer polls.
+    published_end_.store(r.pos_ + ((r.word_ >> 2) & kMaxRecordSlots), std::memory_order_release);
     if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
       Wake();
   }
@@ -260,13 +277,21 @@ class alignas(kCacheLine) Ring {
   // What the consumer would find at the head, without consuming (any thread
   // may ask): nothing, a record still being written (its commit wakes a
   // sleeping consumer; a dead writer is only noticed by Peek, so sleep with a
-  // timeout), or a record ready to Peek.
+  // timeout), or a record ready to Peek. A record being written reads as
+  // kEmpty until its claim is in its seq word (see PublishStalledClaim).
   enum class HeadState { kEmpty, kPending, kReady };
   HeadState Head() const;
   // The same, and the consumer position it describes (*pos), read so that
   // the two agree even while a consumer moves on: a watcher tells "the same
   // record is still waiting" from "another one arrived" by the position.
   HeadState Head(uint64_t* pos) const;
+  // If the record at the head is reserved but neither committed nor claimed
+  // in its seq word (its producer is between reserve and commit, and nobody
+  // reserved after it), writes its claim there: Head() then says kPending
+  // and Peek can tell whether that producer died. Any thread may call it; it
+  // reads the producers' line, so not on every poll (consumers call it
+  // before they sleep and about once per timer tick). True if it wrote.
+  bool PublishStalledClaim();
   // Head() == kEmpty, inline for the busy-poll loop: two loads, the second
   // being the one line a producer writes to announce a record. A corrupt
   // head word reads as "not empty", and Head()/Peek then sort it out.
@@ -329,9 +354,15 @@ class alignas(kCacheLine) Ring {
   // TryReserve's general case (stale positions, a full-looking ring, a lost
   // claim, helping), entered when its straight attempt did not succeed.
   [[gnu::noinline]] bool TryReserveLoop(uint32_t bytes, Reservation* r);
-  // The claim CAS of a record's head slot and the reserve_pos advance (ring.cpp).
-  uint64_t ClaimHead(std::atomic<uint64_t>* words, uint64_t p, uint64_t index, uint64_t lap,
-                     uint32_t pid, uint32_t n, uint64_t* seen);
+  // The claim: the 16-byte CAS of the reserve word (reserve_pos_,
+  // last_claim_) from (pos, last) to (pos + n, claim) (ring.cpp).
+  bool CasReserveWord(uint64_t pos, uint64_t last, uint64_t new_pos, uint64_t claim);
+  // reserve_pos_ and the last_claim_ that goes with it (the claim word of
+  // the record ending there; 0 before the first), read consistently.
+  void ReadReserveWord(uint64_t* pos, uint64_t* last) const;
+  // Makes sure `last`, the claim of the record ending at `end`, is in that
+  // record's head seq word (see "helping" above).
+  void PublishClaim(uint64_t end, uint64_t last);
   static void FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
                               uint32_t bytes, uint64_t claim, Reservation* r);
 
@@ -373,11 +404,17 @@ class alignas(kCacheLine) Ring {
   uint32_t pad0_ = 0;
   uint64_t region_bytes_;
 
-  // Producers' line. consume_seen_ is consume_pos_ as a producer last read
-  // it: a lower bound that spares producers a read of the consumer's line
-  // (a cache miss each time the consumer moved) until the ring looks full.
+  // Producers' line. reserve_pos_ and last_claim_ are the reserve word,
+  // changed only together by one 16-byte CAS (so 16-byte aligned, in this
+  // order). consume_seen_ is consume_pos_ as a producer last read it: a
+  // lower bound that spares producers a read of the consumer's line (a cache
+  // miss each time the consumer moved) until the ring looks full.
+  // published_end_ is the end of a record whose commit is done (the last
+  // one committed, give or take a race: any value it holds is such an end).
   alignas(kCacheLine) std::atomic<uint64_t> reserve_pos_;
+  std::atomic<uint64_t> last_claim_;
   std::atomic<uint64_t> consume_seen_;
+  std::atomic<uint64_t> published_end_;
   // Written by the consumer only, read by producers for the space check.
   alignas(kCacheLine) std::atomic<uint64_t> consume_pos_;
   // Wake-up: read by every commit, written when the consumer sleeps.
