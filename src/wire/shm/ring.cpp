@@ -234,19 +234,31 @@ inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std
   r->word_ = claim;
 }
 
-// The reserve word is 16 bytes at reserve_pos_ (low half) and last_claim_.
-static_assert(sizeof(std::atomic<uint64_t>) == 8);
-
-// One 16-byte locked CAS (cmpxchg16b: the library is built with -mcx16).
-// Through a may_alias pointer: the two halves are also read one at a time
-// as std::atomic<uint64_t>.
+// One 16-byte locked CAS. On x86-64 as an explicit cmpxchg16b: compiler
+// builtins would do, but ThreadSanitizer replaces 16-byte atomics with an
+// emulation under a lock of its own, which another process does not take,
+// and the reserve word is shared between processes.
 [[gnu::always_inline]] inline bool Ring::CasReserveWord(uint64_t pos, uint64_t last,
                                                         uint64_t new_pos, uint64_t claim) {
+  static_assert(offsetof(Ring, reserve_pos_) % 16 == 0 &&
+                    offsetof(Ring, last_claim_) == offsetof(Ring, reserve_pos_) + 8,
+                "the reserve word is reserve_pos_ then last_claim_, 16-byte aligned");
+#if defined(__x86_64__)
+  bool swapped;
+  uint64_t seen_pos = pos, seen_last = last;
+  asm volatile("lock cmpxchg16b %[word]"
+               : [word] "+m"(*reinterpret_cast<volatile char(*)[16]>(&reserve_pos_)),
+                 "=@ccz"(swapped), "+a"(seen_pos), "+d"(seen_last)
+               : "b"(new_pos), "c"(claim)
+               : "memory");
+  return swapped;
+#else
   using Word128 [[gnu::may_alias]] = unsigned __int128;
   auto* word = reinterpret_cast<Word128*>(&reserve_pos_);
   const Word128 expected = (static_cast<Word128>(last) << 64) | pos;
   const Word128 desired = (static_cast<Word128>(claim) << 64) | new_pos;
   return __sync_bool_compare_and_swap(word, expected, desired);
+#endif
 }
 
 void Ring::ReadReserveWord(uint64_t* pos, uint64_t* last) const {
