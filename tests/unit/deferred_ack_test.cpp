@@ -148,11 +148,13 @@ class DeferredAckTest : public ::testing::Test {
     ibv_send_wr* bad = nullptr;
     ASSERT_EQ(PostSend(qp, wrs.data(), &bad), 0);
   }
-  // Polls until one completion arrives (or about two seconds passed).
+  // Polls until one completion arrives (or two seconds passed: by the
+  // clock, as usleep(1) sleeps for tens of microseconds).
   ibv_wc Wait(ibv_cq* cq) {
     ibv_wc wc{};
     wc.status = IBV_WC_GENERAL_ERR;
-    for (int i = 0; i < 2000000; ++i) {
+    const uint64_t give_up = NowNs() + 2'000'000'000ull;
+    for (int i = 0; NowNs() < give_up; ++i) {
       if (PollCq(cq, 1, &wc) == 1) return wc;
       if (i > 1000) usleep(1);
     }
