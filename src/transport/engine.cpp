@@ -502,7 +502,10 @@ void Engine::Dispatch(const shm::RecordView& view) {
   if (!qp) {
     if (wire::IsRequest(hdr.type)) {
       // No such QP here. A NIC would drop the packet and let the requester
-      // time out; we tell it at once (it reports the same status).
+      // time out; we tell it at once, so that it need not retry, but it
+      // still reports the failure only when its timer expires (completer.cpp,
+      // OnAck). A destroy drains the ring first (UnregisterQp): only
+      // requests that arrived after it get here.
       if (auto peer = Peer(ProcRef{hdr.src_slot, hdr.src_gen}))
         transport::SendNak(*this, *peer, hdr, wire::Syndrome::kNakNoQp);
     }

@@ -528,5 +528,28 @@ TEST_F(DeferredAckTest, DestroyGivesUpOnARequesterThatMakesNoRoom) {
   EXPECT_EQ(child.WaitExit(20000), kChildSendFailed);
 }
 
+// A request to a QP that no longer exists: the responder's process answers
+// "no such QP" at once, but the requester reports RETRY_EXC_ERR only when its
+// retransmit timer expires, as a NIC would (without its retries, which could
+// not help). At once, the error could overtake completions that hardware
+// delivers first (ibv_srq_pingpong's server stopped at it). timeout 14 (67
+// ms), retry_cnt 7: one timeout, not eight (537 ms).
+TEST_F(DeferredAckTest, NoSuchQpFailsWhenTheTimerExpires) {
+  Connect(7, 1, /*timeout=*/14, /*retry_cnt=*/7);
+  Recv(b_);
+  Send(a_);  // the requester knows its peer now
+  ASSERT_EQ(Wait(a_scq_).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(Wait(b_rcq_).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(DestroyQp(b_), 0);
+  b_ = nullptr;
+  const uint64_t t0 = NowNs();
+  Send(a_);
+  const ibv_wc wc = Wait(a_scq_);
+  const uint64_t elapsed_ms = (NowNs() - t0) / 1000000;
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << wc_status_str(wc.status);
+  EXPECT_GE(elapsed_ms, 60u) << "reported before the retransmit timer expired";
+  EXPECT_LT(elapsed_ms, 450u) << "retried a QP that is known to be gone";
+}
+
 }  // namespace
 }  // namespace softrdma
