@@ -151,7 +151,11 @@ class Qp {
   // timer last looked: CheckTimers then restarts the clock (last_ack_ns =
   // its now), so the data path never reads the clock.
   bool progress_seen = false;
-  bool tx_blocked = false;         // the peer's ring was full
+  bool tx_blocked = false;  // the peer's ring was full
+  // The responder's process answered the oldest WQE with "no such QP"
+  // (kNakNoQp): it fails when the retransmit timer expires, without retries
+  // (transport/completer.cpp, OnAck).
+  bool peer_qp_gone = false;
   std::shared_ptr<PeerLink> peer;  // the remote QP's process, resolved at RTR
   ProcRef peer_ref{};
 

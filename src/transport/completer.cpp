@@ -38,8 +38,6 @@ ibv_wc_status NakStatus(wire::Syndrome s) {
       return IBV_WC_REM_INV_REQ_ERR;
     case wire::Syndrome::kNakRemoteAccess:
       return IBV_WC_REM_ACCESS_ERR;
-    case wire::Syndrome::kNakNoQp:
-      return IBV_WC_RETRY_EXC_ERR;  // what a NIC reports after timing out
     default:
       return IBV_WC_REM_OP_ERR;
   }
@@ -108,15 +106,21 @@ void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status) {
 
 namespace {
 
-// What every ACK or NAK the requester takes does first. false: not for this
-// QP now (dropped, as a NIC drops it).
-bool TakeResponse(Qp& qp, uint32_t src_qpn) {
+// Whether an ACK or NAK is for this QP now. false: dropped, as a NIC drops it.
+bool ResponseApplies(const Qp& qp, uint32_t src_qpn) {
   // Responses are processed in RTS, SQD and SQE; in ERR everything is flushed.
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) return false;
   if (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_XRC_SEND) return false;  // UC/UD: never ACKed
-  if (src_qpn != qp.attr.dest_qp_num) return false;                        // not our peer: ignore
+  return src_qpn == qp.attr.dest_qp_num;                                   // not our peer: ignore
+}
+
+// What every ACK or NAK from the responder QP does first: it exists and
+// answers, so the retransmit timer starts over.
+bool TakeResponse(Qp& qp, uint32_t src_qpn) {
+  if (!ResponseApplies(qp, src_qpn)) return false;
   qp.progress_seen = true;  // restarts the retransmit timer (CheckTimers)
   qp.retries_left = qp.attr.retry_cnt;
+  qp.peer_qp_gone = false;
   return true;
 }
 
@@ -137,6 +141,21 @@ void OnPiggybackedAck(Engine& engine, Qp& qp, const wire::RecordHeader& req) {
 }
 
 void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
+  if (ack.syndrome == wire::Syndrome::kNakNoQp) {
+    // The responder's process has no such QP (destroyed, or not created
+    // yet). A NIC hears nothing and reports RETRY_EXC_ERR once its timer
+    // expired retry_cnt + 1 times; we skip the retries but not the timer
+    // (CheckTimers). Failing now would let the error overtake completions
+    // that a NIC delivers long before it, such as the ACKs (on other QPs,
+    // still in our ring) of what the responder executed before its destroy:
+    // an application that counts completions, then stops at the first error
+    // (ibv_srq_pingpong), fails where it never does on hardware. Not
+    // progress, and it acknowledges nothing.
+    if (ResponseApplies(qp, ack.src_qpn) && qp.sq.tail != qp.sq_tx &&
+        qp.sq.at(qp.sq.tail).psn == ack.psn)
+      qp.peer_qp_gone = true;
+    return;
+  }
   if (!TakeResponse(qp, ack.src_qpn)) return;
   switch (ack.syndrome) {
     case wire::Syndrome::kAck:
@@ -188,7 +207,8 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   bool outstanding = qp.sq.tail != qp.sq_tx || (qp.tx_blocked && qp.sq_tx != qp.sq.head);
   if (!outstanding) return qp.rnr_wait_until_ns != 0;
   uint64_t timeout = AckTimeoutNs(qp.attr.timeout);
-  if (timeout == 0) return true;  // timeout 0 = wait forever
+  // timeout 0 = wait forever, unless the responder said its QP is gone.
+  if (timeout == 0 && !qp.peer_qp_gone) return true;
   if (qp.progress_seen) {
     // Progress since we last looked: the timeout counts from now, which is
     // at most one timer period after the progress, so never early.
@@ -200,8 +220,9 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     *deadline = due;
     return true;
   }
-  // No sign of life from the responder for a whole timeout.
-  if (qp.retries_left == 0) {
+  // No sign of life from the responder for a whole timeout (or it said
+  // that the QP is gone: retrying is pointless).
+  if (qp.retries_left == 0 || qp.peer_qp_gone) {
     SOFTRDMA_LOG(kInfo, "QP %u: retry count exceeded", qp.qpx.qp_base.qp_num);
     FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return false;

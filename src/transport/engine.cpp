@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include <pthread.h>
 #include <sched.h>
@@ -47,6 +48,17 @@ constexpr uint32_t kPollsBeforeBusyPolling = 256;
 constexpr uint64_t kPendingRecheckNs = 100000000;  // 100 ms
 // How often work blocked on a full peer ring is retried by the thread.
 constexpr uint64_t kBlockedRetryNs = 200000;  // 200 us
+// How long a QP being destroyed (or a process exiting) waits for room in a
+// requester's ring for the ACK it owes (Engine::SendOwed). A live peer's
+// progress thread drains its ring within a tick (about a millisecond) even
+// on a busy host; one that has not in this time is stopped or stuck, and its
+// own retransmit timer decides for it.
+constexpr uint64_t kOwedAckWaitNs = 100000000;  // 100 ms
+// SendOwed's back-off between tries: yields first (the peer drains from
+// another core within microseconds), then sleeps, doubling up to a cap.
+constexpr int kOwedAckYields = 16;
+constexpr uint64_t kOwedAckSleepMinNs = 10000;    // 10 us
+constexpr uint64_t kOwedAckSleepMaxNs = 1000000;  // 1 ms
 
 // The head of each process's shared segment; peers validate it on attach.
 struct SegmentHeader {
@@ -182,6 +194,15 @@ void Engine::Shutdown() {
     FlushAcks();
     ring_->UnlockConsumer();
   }
+  // Those that found the requester's ring full (queued for the service that
+  // no longer runs) get SendOwed's bounded wait: once we are gone, the
+  // requester's retransmissions find no QP and its messages fail although
+  // we executed them. Nothing new is executed now (the application may have
+  // closed the fds its CQs notify), so our ring is not drained meanwhile.
+  {
+    std::shared_lock<std::shared_mutex> map_lock(qp_map_mutex_);
+    for (Qp* qp : live_qps_) SendOwed(*qp, /*drain_own_ring=*/false);
+  }
   shm::ShmRegion::Unlink(Registry::ProcSegmentName(me_));
   registry_.DetachProcess(me_);
 }
@@ -204,6 +225,22 @@ Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {
 
 void Engine::UnregisterQp(Qp* qp) {
   uint32_t qpn = qp->verbs()->qp_num;
+  // What reached our ring before the destroy is executed and acknowledged,
+  // as a NIC executes the packets it received before the destroy command:
+  // the application may have stopped polling (and the progress thread not
+  // yet noticed) with messages for the QP waiting in the ring, and their
+  // requester must not be told "no such QP" for messages that arrived in
+  // time. From then on the QP executes nothing (RESET: requests are dropped
+  // while what it owes is on its way, and its own sends are not retried).
+  for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
+  DrainArrived();
+  {
+    std::lock_guard<SpinLock> qlock(qp->lock);
+    qp->state = IBV_QPS_RESET;
+    qp->qpx.qp_base.state = IBV_QPS_RESET;
+  }
+  ring_->UnlockConsumer();
+  SendOwed(*qp, /*drain_own_ring=*/true);
   {
     std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
     if (qpn < kQpnTableSize && qp_by_qpn_[qpn].load(std::memory_order_relaxed) == qp)
@@ -218,14 +255,10 @@ void Engine::UnregisterQp(Qp* qp) {
   // A drain dispatches under the ring's consumer lock and takes no other
   // lock that we hold. Once we have held the consumer lock after clearing
   // the entry, no drain can still use the QP; the ACK list (kept across
-  // drains) must forget it too.
+  // drains) must forget it too. (Nothing is owed any more: SendOwed sent it
+  // or gave up, and a QP in RESET acquires no new debt.)
   for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
-  if (std::find(ack_list_.begin(), ack_list_.end(), qp) != ack_list_.end()) {
-    // An ACK held back for it is still owed: a NIC would have sent it.
-    std::lock_guard<SpinLock> qlock(qp->lock);
-    if (qp->ack_pending) transport::SendAck(*this, *qp);
-    std::erase(ack_list_, qp);
-  }
+  std::erase(ack_list_, qp);
   ring_->UnlockConsumer();
   // Only now: a drain that ran before we held the consumer lock (an ACK its
   // flush could not send, a response waiting for ring space) may have queued
@@ -238,6 +271,66 @@ void Engine::UnregisterQp(Qp* qp) {
     qp->in_service_list = false;
   }
   registry_.FreeQpn(me_, qpn);
+}
+
+void Engine::DrainArrived() {
+  // At most a ring's worth of records (each takes a slot or more): a peer
+  // that keeps sending cannot hold the destroy here.
+  uint64_t budget = ring_->slot_count();
+  while (budget > 0) {
+    const size_t n =
+        ring_->ConsumeBatch(kDrainBatch, [this](const shm::RecordView& view) { Dispatch(view); });
+    if (n == 0) break;
+    budget -= std::min<uint64_t>(budget, n);
+  }
+  // Including the ACKs an earlier drain held back: the application that
+  // would have carried them on its next request is tearing down.
+  acks_deferred_.store(false, std::memory_order_relaxed);
+  FlushAcks();
+}
+
+void Engine::SendOwed(Qp& qp, bool drain_own_ring) {
+  uint64_t deadline = 0;
+  for (int round = 0;; ++round) {
+    std::shared_ptr<PeerLink> peer;
+    {
+      std::lock_guard<SpinLock> lock(qp.lock);
+      // READ/atomic responses first: an ACK must not overtake them.
+      if (!qp.responses.empty()) transport::FlushResponses(*this, qp);
+      if (qp.ack_pending && qp.responses.empty()) transport::SendAck(*this, qp);
+      if (!qp.peer) return;  // nobody to answer (SendAck and FlushResponses gave up too)
+      if (!qp.ack_pending && qp.responses.empty()) {
+        if (qp.peer->owed_acks_stalled.load(std::memory_order_relaxed))
+          qp.peer->owed_acks_stalled.store(false, std::memory_order_relaxed);  // it drains again
+        return;
+      }
+      peer = qp.peer;
+    }
+    const uint64_t now = NowNs();
+    if (round == 0) deadline = now + kOwedAckWaitNs;
+    if (now >= deadline || peer->owed_acks_stalled.load(std::memory_order_relaxed)) {
+      peer->owed_acks_stalled.store(true, std::memory_order_relaxed);
+      SOFTRDMA_LOG(kWarn,
+                   "QP %u: destroyed with an ACK owed to pid %d, whose ring stayed full; "
+                   "its last messages will fail",
+                   qp.verbs()->qp_num, static_cast<int>(peer->pid));
+      return;
+    }
+    if (registry_.LivePid(peer->ref) == 0) return;  // gone: nobody to tell
+    // Our own ring must keep moving meanwhile: the requester may be waiting
+    // for room in it (destroying a QP of its own, say) before it drains its
+    // ring. The progress thread drains too, but may be watching an
+    // application that no longer polls for up to a window.
+    if (drain_own_ring) DrainRing(/*by_app=*/false);
+    if (round < kOwedAckYields) {
+      sched_yield();
+    } else {
+      const uint64_t ns =
+          std::min(kOwedAckSleepMaxNs, kOwedAckSleepMinNs << std::min(round - kOwedAckYields, 10));
+      const timespec ts{0, static_cast<long>(ns)};
+      nanosleep(&ts, nullptr);
+    }
+  }
 }
 
 std::shared_ptr<PeerLink> Engine::ResolveQpn(uint32_t qpn) {
@@ -409,7 +502,10 @@ void Engine::Dispatch(const shm::RecordView& view) {
   if (!qp) {
     if (wire::IsRequest(hdr.type)) {
       // No such QP here. A NIC would drop the packet and let the requester
-      // time out; we tell it at once (it reports the same status).
+      // time out; we tell it at once, so that it need not retry, but it
+      // still reports the failure only when its timer expires (completer.cpp,
+      // OnAck). A destroy drains the ring first (UnregisterQp): only
+      // requests that arrived after it get here.
       if (auto peer = Peer(ProcRef{hdr.src_slot, hdr.src_gen}))
         transport::SendNak(*this, *peer, hdr, wire::Syndrome::kNakNoQp);
     }

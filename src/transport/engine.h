@@ -49,6 +49,10 @@ struct PeerLink {
   // Set once process_vm_readv/writev into the peer was refused: one-sided
   // operations to it go through its ring (two copies).
   std::atomic<bool> direct_refused{false};
+  // Set when a destroyed QP's owed ACK could not get into the peer's ring
+  // in Engine::SendOwed's time: later destroys give it one try only, so that
+  // a stopped peer costs one wait, not one per QP.
+  std::atomic<bool> owed_acks_stalled{false};
 };
 
 class Engine {
@@ -135,6 +139,13 @@ class Engine {
   void Shutdown();
   // `by_app`: drained from a verbs call, which may defer ACKs (DeferAcks).
   bool DrainRing(bool by_app);
+  // Holding the consumer lock: executes what the ring holds committed now
+  // and sends every ACK owed, none deferred (a QP is being destroyed).
+  void DrainArrived();
+  // Sends what a QP being destroyed still owes its requester, waiting a
+  // bounded time for room in the requester's ring. Without the consumer
+  // lock; `drain_own_ring`: drains ours between tries (see engine.cpp).
+  void SendOwed(Qp& qp, bool drain_own_ring);
   void Dispatch(const shm::RecordView& view);
   void FlushAcks();
   bool DeferAcks();

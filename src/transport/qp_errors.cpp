@@ -27,6 +27,7 @@ void EnterError(Engine& engine, Qp& qp) {
   }
   qp.rnr_wait_until_ns = 0;
   qp.tx_blocked = false;
+  qp.peer_qp_gone = false;
   qp.frag_active = false;
   qp.frag_received = 0;
 }
@@ -56,6 +57,7 @@ void ResetQueues(Qp& qp) {
   qp.rq.tail = qp.rq.head;
   qp.rnr_wait_until_ns = 0;
   qp.tx_blocked = false;
+  qp.peer_qp_gone = false;
   qp.frag_active = false;
   qp.frag_received = 0;
   qp.ack_pending = false;
