@@ -217,12 +217,27 @@ void Ring::Locate(uint64_t pos, uint32_t len, View* v) const {
 
 // ---- producers ----
 
+// A hint to fetch a line in the exclusive state, ready for our stores.
+// GCC turns __builtin_prefetch(p, 1) into a plain read prefetch unless the
+// target has PRFCHW; PREFETCHW is a hint every x86-64 CPU executes or ignores.
+[[gnu::always_inline]] inline void PrefetchForWrite(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 // The reservation's fields once the claim of `n` slots at `p` succeeded:
 // the record header and the payload's place (Locate's result, from values
 // the caller holds in registers).
 inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
-                                  uint32_t bytes, uint64_t claim, Reservation* r) {
+                                  uint32_t bytes, uint64_t claim, Reservation* r) const {
   std::byte* const rec = slot_data + (p & mask) * kSlotBytes;
+  // The commit will store to the head's seq word: ask for its line now, so
+  // that it comes while the record is written rather than after (the
+  // commit's locked store waits for all the record's stores first).
+  PrefetchForWrite(&seq(p));
   const RecordHeader hdr{bytes, 0};
   std::memcpy(rec, &hdr, sizeof(hdr));
   const size_t room = (size_t{slots} - (p & mask)) * kSlotBytes - kRecordHeaderBytes;
@@ -386,17 +401,6 @@ void Ring::Cancel(const Reservation& r) {
   Commit(r);
 }
 
-// A hint to fetch a line in the exclusive state, ready for our stores.
-// GCC turns __builtin_prefetch(p, 1) into a plain read prefetch unless the
-// target has PRFCHW; PREFETCHW is a hint every x86-64 CPU executes or ignores.
-[[gnu::always_inline]] inline void PrefetchForWrite(const void* p) {
-#if defined(__x86_64__)
-  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
-#else
-  __builtin_prefetch(p, 1);
-#endif
-}
-
 // The straight case of a small record: the pid is cached, the ring has room
 // by consume_seen_, the record does not wrap, header and payload are at most
 // kStraightCopyBytes each, and the claim succeeds. Everything is decided
@@ -429,8 +433,10 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   std::byte* const rec =
       reinterpret_cast<std::byte*>(words) + SeqArrayBytes(slots) + index * kSlotBytes;
   // Ask for the slot's line for writing before the claim, so that it comes
-  // in while the CAS runs.
+  // in while the CAS runs, and for the seq word's, which the commit stores
+  // to (as FillReservation).
   PrefetchForWrite(rec);
+  PrefetchForWrite(&words[index]);
   const uint64_t claim = Word(p >> slot_shift_, pid_word & ~kPidKnown, n, kClaimed);
   if (!CasReserveWord(p, last, p + n, claim)) [[unlikely]]
     return TryProduceSlow(hdr, hdr_len, payload, payload_len);

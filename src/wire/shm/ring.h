@@ -363,8 +363,8 @@ class alignas(kCacheLine) Ring {
   // Makes sure `last`, the claim of the record ending at `end`, is in that
   // record's head seq word (see "helping" above).
   void PublishClaim(uint64_t end, uint64_t last);
-  static void FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
-                              uint32_t bytes, uint64_t claim, Reservation* r);
+  void FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
+                       uint32_t bytes, uint64_t claim, Reservation* r) const;
 
   // The committed, uncancelled record that `w` (the seq word at `pos`)
   // announces, as PeekAt would return it, without its call: what a drain
