@@ -76,29 +76,38 @@ uint64_t ConsumeStreams(Ring* ring, uint32_t producers, uint64_t count,
   return total;
 }
 
-TEST(ShmRingConcurrencyTest, ManyProducerThreadsNoLossNoDuplicate) {
-  constexpr uint32_t kProducers = 4;
-  constexpr uint64_t kPerProducer = 100000;
-  LocalRing lr(1024);
-  Ring* ring = lr.ring;
-  ASSERT_NE(ring, nullptr);
+// Starts one thread per producer running produce(p, deadline) (false: it
+// gave up at the deadline), consumes every stream on this thread, joins, and
+// checks that every record came once and the ring ended empty.
+template <typename Produce>
+void ProduceAndConsumeAll(Ring* ring, uint32_t producers, uint64_t per_producer, Produce produce) {
   const auto deadline = Clock::now() + 100s;
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
-  for (uint32_t p = 0; p < kProducers; ++p) {
+  for (uint32_t p = 0; p < producers; ++p) {
     threads.emplace_back([&, p] {
-      if (!ProduceStream(ring, p, kPerProducer, deadline)) failures.fetch_add(1);
+      if (!produce(p, deadline)) failures.fetch_add(1);
     });
   }
-  ASSERT_TRUE(ring->TryLockConsumer());
-  const uint64_t total = ConsumeStreams(ring, kProducers, kPerProducer, deadline);
-  ring->UnlockConsumer();
+  const bool locked = ring->TryLockConsumer();
+  EXPECT_TRUE(locked);
+  const uint64_t total = ConsumeStreams(ring, producers, per_producer, deadline);
+  if (locked) ring->UnlockConsumer();
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(total, kProducers * kPerProducer);
+  EXPECT_EQ(total, producers * per_producer);
   RecordView v;
   EXPECT_FALSE(ring->Peek(&v));  // nothing duplicated past the end
   EXPECT_EQ(ring->UsedSlots(), 0u);
+}
+
+TEST(ShmRingConcurrencyTest, ManyProducerThreadsNoLossNoDuplicate) {
+  LocalRing lr(1024);
+  Ring* ring = lr.ring;
+  ASSERT_NE(ring, nullptr);
+  ProduceAndConsumeAll(ring, 4, 100000, [&](uint32_t p, Clock::time_point deadline) {
+    return ProduceStream(ring, p, 100000, deadline);
+  });
 }
 
 // Only small records (header and data of at most 64 bytes: TryProduce's
@@ -108,28 +117,12 @@ TEST(ShmRingConcurrencyTest, ManyProducerThreadsNoLossNoDuplicate) {
 // others (helping), the ring fills and records wrap: every record arrives
 // once, in order per producer, intact.
 TEST(ShmRingConcurrencyTest, SmallRecordsFromManyThreadsOnASmallRing) {
-  constexpr uint32_t kProducers = 4;
-  constexpr uint64_t kPerProducer = 50000;
   LocalRing lr(32);
   Ring* ring = lr.ring;
   ASSERT_NE(ring, nullptr);
-  const auto deadline = Clock::now() + 100s;
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (uint32_t p = 0; p < kProducers; ++p) {
-    threads.emplace_back([&, p] {
-      if (!ProduceStream(ring, p, kPerProducer, deadline, 65)) failures.fetch_add(1);
-    });
-  }
-  ASSERT_TRUE(ring->TryLockConsumer());
-  const uint64_t total = ConsumeStreams(ring, kProducers, kPerProducer, deadline);
-  ring->UnlockConsumer();
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(total, kProducers * kPerProducer);
-  RecordView v;
-  EXPECT_FALSE(ring->Peek(&v));
-  EXPECT_EQ(ring->UsedSlots(), 0u);
+  ProduceAndConsumeAll(ring, 4, 50000, [&](uint32_t p, Clock::time_point deadline) {
+    return ProduceStream(ring, p, 50000, deadline, 65);
+  });
 }
 
 // Producers that linger between reserve and commit (a yield after every
@@ -140,13 +133,10 @@ TEST(ShmRingConcurrencyTest, SmallRecordsFromManyThreadsOnASmallRing) {
 // record arrives once, in order per producer, intact, and the ring ends
 // empty with no record taken for a dead producer's.
 TEST(ShmRingConcurrencyTest, LingeringProducersAndStalledClaimPublisher) {
-  constexpr uint32_t kProducers = 3;
   constexpr uint64_t kPerProducer = 30000;
   LocalRing lr(64);
   Ring* ring = lr.ring;
   ASSERT_NE(ring, nullptr);
-  const auto deadline = Clock::now() + 100s;
-  std::atomic<int> failures{0};
   std::atomic<bool> producing{true};
   std::atomic<uint64_t> published{0};
   std::thread publisher([&] {
@@ -155,38 +145,24 @@ TEST(ShmRingConcurrencyTest, LingeringProducersAndStalledClaimPublisher) {
       std::this_thread::yield();
     }
   });
-  std::vector<std::thread> threads;
-  for (uint32_t p = 0; p < kProducers; ++p) {
-    threads.emplace_back([&, p] {
-      for (uint64_t seq = 0; seq < kPerProducer; ++seq) {
-        Msg m{p, static_cast<uint32_t>((seq * 13 + p) % 200), seq};
-        const std::vector<uint8_t> payload = Pattern(p, seq, m.len);
-        Reservation r;
-        while (!ring->TryReserve(sizeof(m) + m.len, &r)) {
-          if (Clock::now() > deadline) {
-            failures.fetch_add(1);
-            return;
-          }
-          std::this_thread::yield();
-        }
-        r.Write(0, &m, sizeof(m));
-        if (seq % 3 == 0) std::this_thread::yield();
-        r.Write(sizeof(m), payload.data(), m.len);
-        ring->Commit(r);
+  ProduceAndConsumeAll(ring, 3, kPerProducer, [&](uint32_t p, Clock::time_point deadline) {
+    for (uint64_t seq = 0; seq < kPerProducer; ++seq) {
+      Msg m{p, static_cast<uint32_t>((seq * 13 + p) % 200), seq};
+      const std::vector<uint8_t> payload = Pattern(p, seq, m.len);
+      Reservation r;
+      while (!ring->TryReserve(sizeof(m) + m.len, &r)) {
+        if (Clock::now() > deadline) return false;
+        std::this_thread::yield();
       }
-    });
-  }
-  ASSERT_TRUE(ring->TryLockConsumer());
-  const uint64_t total = ConsumeStreams(ring, kProducers, kPerProducer, deadline);
-  ring->UnlockConsumer();
-  for (auto& t : threads) t.join();
+      r.Write(0, &m, sizeof(m));
+      if (seq % 3 == 0) std::this_thread::yield();
+      r.Write(sizeof(m), payload.data(), m.len);
+      ring->Commit(r);
+    }
+    return true;
+  });
   producing.store(false);
   publisher.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(total, kProducers * kPerProducer);
-  RecordView v;
-  EXPECT_FALSE(ring->Peek(&v));
-  EXPECT_EQ(ring->UsedSlots(), 0u);
   EXPECT_EQ(ring->dead_records_skipped(), 0u);
   RecordProperty("stalled_claims_published", static_cast<int>(published.load()));
 }
