@@ -1,33 +1,43 @@
 #!/usr/bin/env bash
-# Usage: check_exports.sh BUILD_LIB_DIR
+# Usage: check_exports.sh BUILD_LIB_DIR [LIBNAME]
 #
-# Checks that BUILD_LIB_DIR/libibverbs.so.1 exports exactly what rdma-core 44's
-# libibverbs.so.1 exports:
+# LIBNAME is libibverbs (the default) or librdmacm. Checks that
+# BUILD_LIB_DIR/LIBNAME.so.1 exports exactly what rdma-core 44's LIBNAME.so.1
+# exports:
 #   1. the defined dynamic symbols, as name@VERSION / name@@VERSION, equal
-#      libibverbs.expected (next to this script). Anything else that is
+#      LIBNAME.expected (next to this script). Anything else that is
 #      exported (a C++ mangled name, a libstdc++ symbol, an unversioned
 #      helper) is reported as unexpected and fails the check;
-#   2. verbs_allow_disassociate_destroy is a 1-byte data object and every
-#      other expected symbol is a function (clients bind to both kinds
-#      differently: data is copy-relocated into executables);
+#   2. every expected symbol is a function, except libibverbs'
+#      verbs_allow_disassociate_destroy, which is a 1-byte data object
+#      (clients bind to both kinds differently: data is copy-relocated into
+#      executables). librdmacm exports functions only;
 #   3. the version definitions and their parents equal
-#      libibverbs.versions.expected (a node name a client needs must exist,
+#      LIBNAME.versions.expected (a node name a client needs must exist,
 #      and the 1.x chain must be intact).
 # Prints what differs and exits non-zero on any difference.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 BUILD_LIB_DIR" >&2
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 BUILD_LIB_DIR [libibverbs|librdmacm]" >&2
   exit 2
 fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-lib="$1/libibverbs.so.1"
-expected_syms="$here/libibverbs.expected"
-expected_versions="$here/libibverbs.versions.expected"
+libname="${2:-libibverbs}"
+case "$libname" in
+  libibverbs | librdmacm) ;;
+  *)
+    echo "usage: $0 BUILD_LIB_DIR [libibverbs|librdmacm]" >&2
+    exit 2
+    ;;
+esac
+lib="$1/$libname.so.1"
+expected_syms="$here/$libname.expected"
+expected_versions="$here/$libname.versions.expected"
 
 if [[ ! -e "$lib" ]]; then
-  echo "FAIL: $lib does not exist (build the ibverbs target first)" >&2
+  echo "FAIL: $lib does not exist (build the ${libname#lib} target first)" >&2
   exit 1
 fi
 if ! command -v readelf >/dev/null; then
@@ -77,22 +87,17 @@ if ! diff -u "$work/syms.expected" "$work/syms.actual" >"$work/syms.diff"; then
   fi
 fi
 
-# Kinds: "name@ver TYPE SIZE".
+# Kinds: "name@ver TYPE SIZE". The data-object rule is libibverbs' only.
 while read -r sym type size; do
-  case "$sym" in
-    verbs_allow_disassociate_destroy@*)
-      if [[ "$type" != OBJECT || "$size" != 1 ]]; then
-        status=1
-        echo "FAIL: $sym is $type of size $size; it must be a 1-byte OBJECT (a bool)"
-      fi
-      ;;
-    *)
-      if grep -qxF "$sym" "$work/syms.expected" && [[ "$type" != FUNC ]]; then
-        status=1
-        echo "FAIL: $sym is $type; it must be a FUNC"
-      fi
-      ;;
-  esac
+  if [[ "$libname" == libibverbs && "$sym" == verbs_allow_disassociate_destroy@* ]]; then
+    if [[ "$type" != OBJECT || "$size" != 1 ]]; then
+      status=1
+      echo "FAIL: $sym is $type of size $size; it must be a 1-byte OBJECT (a bool)"
+    fi
+  elif grep -qxF "$sym" "$work/syms.expected" && [[ "$type" != FUNC ]]; then
+    status=1
+    echo "FAIL: $sym is $type; it must be a FUNC"
+  fi
 done <"$work/exports"
 
 if ! diff -u "$work/versions.expected" "$work/versions.actual" >"$work/versions.diff"; then
