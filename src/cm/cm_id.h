@@ -1,0 +1,109 @@
+// The connection manager's view of an rdma_cm_id: the public struct first
+// (applications hold pointers to it), then the CM state of ib-cm.md §6.2
+// folded together with rdma_cm's own (address, route, listen).
+#pragma once
+
+#include <infiniband/sa.h>
+#include <rdma/rdma_cma.h>
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cm/event_channel.h"
+#include "cm/mad_codec.h"
+#include "cm/mad_port.h"
+
+namespace softrdma::cm {
+
+enum class IdState {
+  kIdle,           // created, or bound
+  kAddrResolved,   // rdma_resolve_addr done
+  kRouteResolved,  // rdma_resolve_route done
+  kListen,         // rdma_listen
+  kReqSent,        // active: REQ out, waiting for REP/REJ
+  kReqRcvd,        // passive: CONNECT_REQUEST delivered, waiting for accept/reject
+  kRepSent,        // passive: REP out, waiting for RTU
+  kRepRcvd,        // active, no QP on the id: CONNECT_RESPONSE delivered, waiting for establish
+  kEstablished,
+  kDreqSent,     // waiting for DREP
+  kDreqRcvd,     // DISCONNECTED delivered, our DREP not sent yet
+  kTimewait,     // disconnected
+  kSidrReqSent,  // active UD: SIDR_REQ out
+  kSidrReqRcvd,  // passive UD: CONNECT_REQUEST delivered
+  kUdReady,      // UD: resolved by SIDR (active) or answered (passive)
+  kRejected,     // REJ or error ended the attempt; only destroy remains
+};
+
+const char* IdStateName(IdState state);
+
+// A message the CM retransmits until its answer arrives (ib-cm.md §6.3).
+struct PendingSend {
+  bool armed = false;
+  std::array<uint8_t, kMadSize> mad{};
+  std::string to;           // destination socket name
+  int sends_left = 0;       // retransmissions still allowed
+  int64_t deadline_ns = 0;  // next retransmission
+  int64_t interval_ns = 0;
+};
+
+struct IdPrivate {
+  rdma_cm_id id{};  // must stay first
+  ChannelPrivate* channel = nullptr;
+  bool sync = false;  // created with a NULL channel: calls wait for their event
+  IdState state = IdState::kIdle;
+
+  // Bound port (listeners and active ids); children of a listener share the
+  // listener's port and have none of their own.
+  std::unique_ptr<MadPort> port;
+  bool bound = false;
+  int gid_index = -1;
+  ibv_sa_path_rec path{};
+  int backlog = 0;
+  int pending_requests = 0;       // CONNECT_REQUESTs queued and not yet read (listener)
+  IdPrivate* listener = nullptr;  // the listener a child came from, until the event is read
+
+  // Options (rdma_set_option).
+  uint8_t tos = 0;
+  bool ack_timeout_set = false;
+  uint8_t ack_timeout = 0;
+
+  // Connection (IB CM) state.
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint64_t transaction_id = 0;
+  std::string peer;    // peer's socket name (replies go there)
+  pid_t peer_pid = 0;  // the peer's process: its death ends the connection
+  uint32_t remote_qpn = 0;
+  uint32_t local_qpn = 0;
+  uint32_t sq_psn = 0;              // first PSN we send
+  uint32_t rq_psn = 0;              // first PSN we expect
+  uint8_t responder_resources = 0;  // our max_dest_rd_atomic
+  uint8_t initiator_depth = 0;      // our max_rd_atomic
+  uint8_t retry_count = 7;
+  uint8_t rnr_retry_count = 7;
+  uint8_t path_mtu = 0;  // IBV_MTU_*
+  uint8_t local_ack_timeout = 0;
+  bool flow_control = false;
+  bool srq = false;
+  uint32_t qkey = 0;         // UD
+  bool qp_external = false;  // conn_param.qp_num given, no QP on the id
+  Gid remote_gid{};
+  PendingSend pending;
+  int64_t timewait_deadline_ns = 0;
+  bool disconnected_reported = false;
+
+  // What rdma_create_qp created on the application's behalf.
+  bool own_cqs = false;
+  bool own_srq_cqs = false;
+  // rdma_create_ep on a passive id: the QP to create for each request.
+  bool has_ep_qp_attr = false;
+  ibv_qp_init_attr ep_qp_attr{};
+  ibv_pd* ep_pd = nullptr;
+
+  static IdPrivate* Of(rdma_cm_id* id) { return reinterpret_cast<IdPrivate*>(id); }
+};
+
+}  // namespace softrdma::cm

@@ -1,0 +1,131 @@
+// The process's connection manager: one per process, created on first use.
+// It owns the process's MAD socket, the listeners' and bound ports' sockets,
+// the table of ids by communication id, the retransmission and timewait
+// timers, and a thread that sleeps in epoll until a CM message arrives, a
+// timer is due or a peer process dies (pidfd). An idle CM uses no CPU.
+//
+// Everything here runs under one lock (`mu`): connection management is not a
+// fast path, and one lock keeps every state change of ib-cm.md §6 atomic with
+// respect to the application's calls and the thread.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cm/cm_id.h"
+#include "cm/mad_codec.h"
+#include "cm/mad_port.h"
+
+namespace softrdma::cm {
+
+struct CmCounters {
+  uint64_t mads_received = 0;
+  uint64_t mads_dropped = 0;  // malformed, unknown, stale or for nobody
+  uint64_t mads_sent = 0;
+  uint64_t retransmissions = 0;
+};
+
+class Service {
+ public:
+  // The process's instance (created, with its thread, on first call).
+  // nullptr + errno when the device cannot be opened.
+  static Service* Get();
+
+  std::mutex mu;
+
+  // The softrdma device contexts (opened once, kept for the process's life,
+  // as librdmacm does) and the default PD per context.
+  std::vector<ibv_context*> devices;
+  ibv_pd* DefaultPd(ibv_context* context);
+  ibv_device_attr device_attr{};
+  uint64_t node_guid = 0;  // host order
+
+  // Ids.
+  void Register(IdPrivate* id);
+  void Forget(IdPrivate* id);
+  uint32_t NewCommId();
+  IdPrivate* FindByCommId(uint32_t local_comm_id);
+  // Gives `id` a fresh local communication id and indexes it.
+  void AssignCommId(IdPrivate* id);
+
+  // Ports: bind `id` to `port` in its port space (0 picks a free one).
+  Status BindPort(IdPrivate* id, uint16_t port);
+  void ReleasePort(IdPrivate* id);
+
+  // Sending. `to` is a socket name.
+  Status SendMad(const std::string& to, const Mad& mad);
+  // Sends and keeps it for retransmission until Disarm.
+  Status SendWithRetry(IdPrivate* id, const std::string& to, const Mad& mad, int64_t interval_ns);
+  void Disarm(IdPrivate* id) { id->pending.armed = false; }
+  void ArmTimewait(IdPrivate* id);
+
+  // Events.
+  void Report(IdPrivate* id, rdma_cm_event_type type, int status,
+              const uint8_t* private_data = nullptr, size_t private_len = 0,
+              IdPrivate* listen_id = nullptr, EventPrivate** out = nullptr);
+
+  // The peer process of `id` (watched with a pidfd).
+  void WatchPeer(IdPrivate* id, pid_t pid);
+
+  const std::string& own_name() const { return own_.name(); }
+  int64_t cm_interval_ns(bool active) const;
+  int cm_retries() const { return cm_retries_; }
+
+  CmCounters counters;
+
+ private:
+  Service() = default;
+  bool Start();
+  void Run();
+  void Wake();
+  void DrainSocket(MadPort* port, IdPrivate* port_owner);
+  void OnTimers(int64_t now);
+  void OnPeerDeath(pid_t pid);
+  int64_t NextDeadline() const;
+
+  // Sends the kernel refused for a full receive queue (EAGAIN: a peer's
+  // socket holds few datagrams, /proc/sys/net/unix/max_dgram_qlen), retried
+  // every millisecond in order.
+  struct Deferred {
+    std::string to;
+    std::array<uint8_t, kMadSize> mad;
+  };
+  Status Transmit(const std::string& to, const std::array<uint8_t, kMadSize>& mad);
+  void FlushDeferred();
+  std::vector<Deferred> deferred_;
+
+  MadPort own_;  // the process's connection socket
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::map<uint32_t, IdPrivate*> by_comm_id_;
+  std::set<IdPrivate*> ids_;
+  std::map<int, IdPrivate*> port_owner_;  // bound port fd -> its id
+  std::map<pid_t, int> pidfds_;           // peer pid -> pidfd
+  std::map<int, pid_t> pid_of_fd_;
+  std::map<ibv_context*, ibv_pd*> default_pds_;
+  int64_t default_interval_active_ns_ = 0;
+  int64_t default_interval_passive_ns_ = 0;
+  int cm_retries_ = 15;
+};
+
+int64_t NowNs();
+
+// Handlers of received messages (connection.cpp). Called with mu held.
+// `port_owner` is the id whose bound port received the message (REQ and
+// SIDR_REQ arrive there), nullptr for the process's connection socket.
+void HandleMad(Service* service, const Mad& mad, const std::string& from, pid_t from_pid,
+               IdPrivate* port_owner);
+void HandleRetriesExhausted(Service* service, IdPrivate* id);
+void HandleTimewaitExit(Service* service, IdPrivate* id);
+void HandlePeerDeath(Service* service, IdPrivate* id);
+
+}  // namespace softrdma::cm
