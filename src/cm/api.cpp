@@ -474,6 +474,13 @@ int CreateQpEx(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
     if (attr->recv_cq == nullptr) attr->recv_cq = id->id.recv_cq;
     if (attr->srq == nullptr) attr->srq = id->id.srq;
   }
+  if (is_xrc_recv && !(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD)) {
+    // An XRC target belongs to a domain, not to a PD (librdmacm's own).
+    attr->xrcd = service->DefaultXrcd(id->id.verbs);
+    if (attr->xrcd == nullptr) return -1;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+  }
+  if (is_xrc_recv) attr->comp_mask &= ~uint32_t(IBV_QP_INIT_ATTR_PD);
   ibv_qp* qp = ibv_create_qp_ex(id->id.verbs, attr);
   if (qp == nullptr) {
     int err = errno;
@@ -580,7 +587,8 @@ int CreateSrq(rdma_cm_id* cm_id, ibv_pd* pd, ibv_srq_init_attr* attr) {
   attr_ex.srq_context = attr->srq_context;
   attr_ex.attr = attr->attr;
   attr_ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-  attr_ex.srq_type = IBV_SRQT_BASIC;
+  // On an XRC id the SRQ is an XRC SRQ (as librdmacm makes it).
+  attr_ex.srq_type = cm_id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
   attr_ex.pd = pd;
   if (CreateSrqEx(cm_id, &attr_ex) != 0) return -1;
   attr->attr = attr_ex.attr;
@@ -600,6 +608,11 @@ int CreateSrqEx(rdma_cm_id* cm_id, ibv_srq_init_attr_ex* attr) {
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)) {
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
     attr->srq_type = IBV_SRQT_BASIC;
+  }
+  if (attr->srq_type == IBV_SRQT_XRC && !(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD)) {
+    attr->xrcd = service->DefaultXrcd(id->id.verbs);
+    if (attr->xrcd == nullptr) return -1;
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
   }
   if (attr->srq_type == IBV_SRQT_XRC && !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ)) {
     // An XRC SRQ completes into a CQ of its own.

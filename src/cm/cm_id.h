@@ -64,6 +64,7 @@ struct IdPrivate {
   int backlog = 0;
   int pending_requests = 0;       // CONNECT_REQUESTs queued and not yet read (listener)
   IdPrivate* listener = nullptr;  // the listener a child came from, until the event is read
+  bool listener_side = false;     // created by a request (passive side)
 
   // Options (rdma_set_option).
   uint8_t tos = 0;

@@ -149,6 +149,7 @@ IdPrivate* NewChild(Service* service, IdPrivate* listener, const CmaHeader& head
   }
   child->id.channel = &child->channel->channel;
   child->listener = listener;
+  child->listener_side = true;
   child->tos = listener->tos;
   child->ack_timeout_set = listener->ack_timeout_set;
   child->ack_timeout = listener->ack_timeout;
@@ -179,10 +180,16 @@ bool ListenerMatches(IdPrivate* listener, const CmaHeader& header) {
 
 void OnReq(Service* service, const Mad& mad, const ReqMsg& req, const std::string& from,
            pid_t from_pid, IdPrivate* port_owner) {
-  // A retransmitted REQ of a connection we already have: ignore it (the
-  // application is still deciding, or our REP is on its way and is resent by
-  // its own timer).
-  for (IdPrivate* existing : {static_cast<IdPrivate*>(nullptr)}) (void)existing;
+  // A retransmitted REQ of a connection we already have (ib-cm.md §6.3):
+  // ignored while the application decides or our REP (resent by its own
+  // timer) is on its way; after the connection ended, REJ "stale connection".
+  if (IdPrivate* existing = service->FindByRemote(from, req.local_comm_id)) {
+    if (existing->state == IdState::kTimewait) {
+      SendRej(service, from, existing->local_comm_id, req.local_comm_id, mad.transaction_id,
+              CmMessageKind::kReq, kRejStaleConnection, nullptr, 0);
+    }
+    return;
+  }
   if (port_owner->state != IdState::kListen || IsDatagram(port_owner)) {
     SendRej(service, from, 0, req.local_comm_id, mad.transaction_id, CmMessageKind::kReq,
             kRejInvalidServiceId, nullptr, 0);
@@ -190,7 +197,10 @@ void OnReq(Service* service, const Mad& mad, const ReqMsg& req, const std::strin
   }
   std::optional<CmaHeader> header =
       DecodeCmaHeader(std::span<const uint8_t>(req.private_data.data(), kCmaHeaderSize));
-  if (!header || !ListenerMatches(port_owner, *header) || req.transport != CmTransport::kRc ||
+  bool xrc_listener = port_owner->id.qp_type == IBV_QPT_XRC_RECV;
+  bool transport_ok =
+      xrc_listener ? req.transport == CmTransport::kXrc : req.transport != CmTransport::kXrc;
+  if (!header || !ListenerMatches(port_owner, *header) || !transport_ok ||
       port_owner->pending_requests >= std::max(port_owner->backlog, 1)) {
     // The listener refuses (ib-cm.md §5.1): consumer-defined, no data.
     SendRej(service, from, 0, req.local_comm_id, mad.transaction_id, CmMessageKind::kReq,
@@ -247,6 +257,7 @@ void OnSidrReq(Service* service, const Mad& mad, const SidrReqMsg& req, const st
     rep.service_id = req.service_id;
     service->SendMad(from, Mad{mad.transaction_id, 0, rep});
   };
+  if (service->FindByRemote(from, req.request_id) != nullptr) return;  // a retransmission
   if (port_owner->state != IdState::kListen || !IsDatagram(port_owner)) {
     answer(kSidrUnsupported);
     return;
@@ -626,7 +637,10 @@ int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) 
   req.responder_resources = id->responder_resources;
   req.initiator_depth = id->initiator_depth;
   req.remote_cm_response_timeout = kCmResponseTimeout;
-  req.transport = id->id.qp_type == IBV_QPT_UC ? CmTransport::kUc : CmTransport::kRc;
+  req.transport = id->id.qp_type == IBV_QPT_UC         ? CmTransport::kUc
+                  : id->id.qp_type == IBV_QPT_XRC_SEND ? CmTransport::kXrc
+                                                       : CmTransport::kRc;
+  req.extended_transport = req.transport == CmTransport::kXrc ? 1 : 0;
   req.flow_control = id->flow_control;
   req.starting_psn = id->rq_psn;
   req.local_cm_response_timeout = kCmResponseTimeout;
@@ -836,7 +850,6 @@ void AbandonConnection(Service* service, IdPrivate* id) {
     default:
       break;
   }
-  (void)kRejStaleConnection;
 }
 
 }  // namespace softrdma::cm

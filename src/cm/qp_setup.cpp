@@ -66,7 +66,9 @@ int InitQpAttr(IdPrivate* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
       qp_attr->dest_qp_num = id->remote_qpn;
       qp_attr->rq_psn = id->rq_psn;
       *qp_attr_mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-      if (id->id.qp_type == IBV_QPT_RC) {
+      // XRC QPs get RC's attributes: the verbs drop what an initiator or a
+      // target has no use for (docs/design.md, "XRC").
+      if (id->id.qp_type != IBV_QPT_UC) {
         qp_attr->max_dest_rd_atomic = id->responder_resources;
         qp_attr->min_rnr_timer = 0;
         *qp_attr_mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -75,7 +77,7 @@ int InitQpAttr(IdPrivate* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
     case IBV_QPS_RTS:
       qp_attr->sq_psn = id->sq_psn;
       *qp_attr_mask |= IBV_QP_SQ_PSN;
-      if (id->id.qp_type == IBV_QPT_RC) {
+      if (id->id.qp_type != IBV_QPT_UC) {
         if (id->remote_qpn == 0) break;
         qp_attr->timeout = id->local_ack_timeout;
         qp_attr->retry_cnt = id->retry_count;

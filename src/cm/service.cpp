@@ -1,5 +1,6 @@
 #include "cm/service.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -117,6 +118,18 @@ ibv_pd* Service::DefaultPd(ibv_context* context) {
   return pd;
 }
 
+ibv_xrcd* Service::DefaultXrcd(ibv_context* context) {
+  auto it = default_xrcds_.find(context);
+  if (it != default_xrcds_.end()) return it->second;
+  ibv_xrcd_init_attr attr{};
+  attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  attr.fd = -1;  // a private domain
+  attr.oflags = O_CREAT;
+  ibv_xrcd* xrcd = ibv_open_xrcd(context, &attr);
+  if (xrcd != nullptr) default_xrcds_[context] = xrcd;
+  return xrcd;
+}
+
 void Service::Register(IdPrivate* id) {
   ids_.insert(id);
 }
@@ -138,6 +151,13 @@ void Service::AssignCommId(IdPrivate* id) {
   if (id->local_comm_id != 0) by_comm_id_.erase(id->local_comm_id);
   id->local_comm_id = NewCommId();
   by_comm_id_[id->local_comm_id] = id;
+}
+
+IdPrivate* Service::FindByRemote(const std::string& peer, uint32_t remote_comm_id) {
+  for (IdPrivate* id : ids_) {
+    if (id->remote_comm_id == remote_comm_id && id->peer == peer && id->listener_side) return id;
+  }
+  return nullptr;
 }
 
 IdPrivate* Service::FindByCommId(uint32_t local_comm_id) {

@@ -45,6 +45,8 @@ class Service {
   // as librdmacm does) and the default PD per context.
   std::vector<ibv_context*> devices;
   ibv_pd* DefaultPd(ibv_context* context);
+  // The XRC domain librdmacm gives XRC QPs and SRQs of a device (one, private).
+  ibv_xrcd* DefaultXrcd(ibv_context* context);
   ibv_device_attr device_attr{};
   uint64_t node_guid = 0;  // host order
 
@@ -53,6 +55,9 @@ class Service {
   void Forget(IdPrivate* id);
   uint32_t NewCommId();
   IdPrivate* FindByCommId(uint32_t local_comm_id);
+  // The passive id of a request already received from `peer` with the
+  // peer's communication (or request) id, if any: a retransmitted REQ.
+  IdPrivate* FindByRemote(const std::string& peer, uint32_t remote_comm_id);
   // Gives `id` a fresh local communication id and indexes it.
   void AssignCommId(IdPrivate* id);
 
@@ -112,6 +117,7 @@ class Service {
   std::map<pid_t, int> pidfds_;           // peer pid -> pidfd
   std::map<int, pid_t> pid_of_fd_;
   std::map<ibv_context*, ibv_pd*> default_pds_;
+  std::map<ibv_context*, ibv_xrcd*> default_xrcds_;
   int64_t default_interval_active_ns_ = 0;
   int64_t default_interval_passive_ns_ = 0;
   int cm_retries_ = 15;

@@ -1,6 +1,7 @@
 // Queue pairs: creation, the state machine (rules in qp_state_machine.cpp),
 // queries, and the posting entry points the header inlines reach through
 // ibv_context.ops.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -40,6 +41,8 @@ int ValidateInitAttr(ibv_pd* pd, const ibv_qp_init_attr* a) {
     return EINVAL;
   return 0;
 }
+
+constexpr uint32_t kMinInlineData = 64;
 
 // Copies the attributes named by `mask` into the QP (after validation).
 void ApplyAttributes(Qp& qp, const ibv_qp_attr& a, int mask) {
@@ -93,6 +96,16 @@ ibv_qp* BuildQp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp->send_cq = attr->send_cq ? Cq::From(attr->send_cq) : nullptr;
   qp->recv_cq = attr->recv_cq ? Cq::From(attr->recv_cq) : nullptr;
   qp->type = attr->qp_type;
+  if (attr->qp_type != IBV_QPT_XRC_RECV) {
+    // Like a NIC's send WQE, a QP holds inline data at least as large as
+    // its SGE list (16 bytes per SGE) and never less than one cache line,
+    // whatever was asked: programs that ask for 0 and post small inline
+    // SENDs (rdma_xclient) work on hardware, and ibv_create_qp(3) reports
+    // the value granted in cap.
+    uint32_t floor = std::max<uint32_t>(kMinInlineData, attr->cap.max_send_sge * 16);
+    floor = std::min<uint32_t>(floor, static_cast<uint32_t>(limits::kMaxInlineData));
+    attr->cap.max_inline_data = std::max(attr->cap.max_inline_data, floor);
+  }
   qp->cap = attr->cap;
   if (attr->srq) {
     qp->srq = Srq::From(attr->srq);
