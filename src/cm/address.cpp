@@ -51,6 +51,17 @@ Gid GidOfAddress(const sockaddr* addr) {
   return gid;
 }
 
+Gid RoceGidOf(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET6 &&
+      IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr)) {
+    sockaddr_in loopback{};
+    loopback.sin_family = AF_INET;
+    loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return GidOfAddress(reinterpret_cast<sockaddr*>(&loopback));
+  }
+  return GidOfAddress(addr);
+}
+
 bool SameIp(const sockaddr* a, const sockaddr* b) {
   return GidOfAddress(a) == GidOfAddress(b);
 }

@@ -23,7 +23,12 @@ bool SameIp(const sockaddr* a, const sockaddr* b);
 
 // ::ffff:a.b.c.d for IPv4, the address itself for IPv6.
 Gid GidOfAddress(const sockaddr* addr);
-// The inverse: an IPv4-mapped GID gives AF_INET, anything else AF_INET6.
+// The RoCE GID that carries traffic for `addr`: GidOfAddress, except that
+// IPv6 loopback (::1), which has no GID (the loopback device is no RoCE
+// netdev), travels on the IPv4 loopback GID, as the kernel's rdma_cm binds
+// loopback connections to a device of its choice.
+Gid RoceGidOf(const sockaddr* addr);
+// The inverse of GidOfAddress: an IPv4-mapped GID gives AF_INET, anything else AF_INET6.
 void AddressOfGid(const Gid& gid, uint16_t port, sockaddr_storage* out);
 
 // The CM IP header's 16-byte form (IPv4 in the last four bytes, rest zero).

@@ -161,7 +161,7 @@ int BindAddr(rdma_cm_id* cm_id, sockaddr* addr) {
   id->bound = true;
   if (!IsAnyAddress(addr)) {
     // A specific address binds the id to the device that owns it.
-    Gid gid = GidOfAddress(addr);
+    Gid gid = RoceGidOf(addr);
     id->id.verbs = service->devices[0];
     id->id.port_num = 1;
     id->gid_index = FindGidIndex(id->id.verbs, gid);
@@ -198,7 +198,7 @@ int ResolveAddr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_m
     Gid sgid{};
     int gid_index = -1;
     if (error == 0) {
-      sgid = GidOfAddress(reinterpret_cast<sockaddr*>(&chosen));
+      sgid = RoceGidOf(reinterpret_cast<sockaddr*>(&chosen));
       gid_index = FindGidIndex(service->devices[0], sgid);
       if (gid_index < 0) error = ENODEV;  // no RoCE GID for that address
     }
@@ -218,7 +218,7 @@ int ResolveAddr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_m
       id->id.verbs = service->devices[0];
       id->id.port_num = 1;
       id->gid_index = gid_index;
-      id->remote_gid = GidOfAddress(dst);
+      id->remote_gid = RoceGidOf(dst);
       std::memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, sgid.data(), 16);
       std::memcpy(id->id.route.addr.addr.ibaddr.dgid.raw, id->remote_gid.data(), 16);
       id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);

@@ -157,8 +157,8 @@ IdPrivate* NewChild(Service* service, IdPrivate* listener, const CmaHeader& head
                  &child->id.route.addr.src_storage);
   AddressOfCmaIp(header.ip_version, header.src_ip, header.src_port,
                  &child->id.route.addr.dst_storage);
-  Gid sgid = GidOfAddress(&child->id.route.addr.src_addr);
-  child->remote_gid = GidOfAddress(&child->id.route.addr.dst_addr);
+  Gid sgid = RoceGidOf(&child->id.route.addr.src_addr);
+  child->remote_gid = RoceGidOf(&child->id.route.addr.dst_addr);
   std::memcpy(child->id.route.addr.addr.ibaddr.sgid.raw, sgid.data(), 16);
   std::memcpy(child->id.route.addr.addr.ibaddr.dgid.raw, child->remote_gid.data(), 16);
   child->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
@@ -304,7 +304,9 @@ void OnRep(Service* service, const Mad& mad, const RepMsg& rep, IdPrivate* id, p
   if (id->initiator_depth == 0xff || id->initiator_depth > rep.responder_resources) {
     id->initiator_depth = rep.responder_resources;
   }
-  if (id->responder_resources == 0xff) id->responder_resources = rep.initiator_depth;
+  if (id->responder_resources == 0xff || id->responder_resources > rep.initiator_depth) {
+    id->responder_resources = rep.initiator_depth;
+  }
 
   auto fill = [&](EventPrivate* event) {
     rdma_conn_param& conn = event->event.param.conn;

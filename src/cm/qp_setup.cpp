@@ -77,7 +77,7 @@ int InitQpAttr(IdPrivate* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
     case IBV_QPS_RTS:
       qp_attr->sq_psn = id->sq_psn;
       *qp_attr_mask |= IBV_QP_SQ_PSN;
-      if (id->id.qp_type != IBV_QPT_UC) {
+      if (id->id.qp_type != IBV_QPT_UC && !IsDatagram(id)) {
         if (id->remote_qpn == 0) break;
         qp_attr->timeout = id->local_ack_timeout;
         qp_attr->retry_cnt = id->retry_count;
