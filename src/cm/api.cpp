@@ -140,6 +140,9 @@ int DestroyId(rdma_cm_id* cm_id) {
     DisownEvents(id->channel, id);
   }
   if (id->id.event != nullptr) AckCmEvent(id->id.event);
+  // rdma_get_cm_event(3): destroying an id blocks until its events are
+  // acknowledged (another thread may still be handling one).
+  WaitForAcks(id);
   if (id->sync) DestroyChannel(id->channel);
   delete id;
   return 0;
@@ -367,7 +370,7 @@ int GetCmEvent(rdma_event_channel* channel, rdma_cm_event** event_out) {
 
 int AckCmEvent(rdma_cm_event* event) {
   if (event == nullptr) return Fail(EINVAL);
-  delete reinterpret_cast<EventPrivate*>(event);
+  AckEvent(reinterpret_cast<EventPrivate*>(event));
   return 0;
 }
 

@@ -96,6 +96,12 @@ struct IdPrivate {
   int64_t timewait_deadline_ns = 0;
   bool disconnected_reported = false;
 
+  // Events of this id handed to the application and not acknowledged yet:
+  // rdma_destroy_id waits for them (rdma_get_cm_event(3)), so that a thread
+  // still handling one never sees its id freed. Changed under the channel's
+  // mutex (handing out) and the service's (acknowledging).
+  int unacked_events = 0;
+
   // What rdma_create_qp created on the application's behalf.
   bool own_cqs = false;
   bool own_srq_cqs = false;

@@ -1,5 +1,7 @@
 #include "cm/event_channel.h"
 
+#include "cm/cm_id.h"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -48,9 +50,40 @@ EventPrivate* PopEvent(ChannelPrivate* channel) {
     if (channel->queue.empty()) continue;
     EventPrivate* event = channel->queue.front();
     channel->queue.pop_front();
-    if (event->owner != nullptr) return event;
+    if (event->owner != nullptr) {
+      // Counted while the channel's mutex is held, so an rdma_destroy_id
+      // that disowned this channel's events before either sees the count or
+      // has cleared the owner.
+      std::lock_guard<std::mutex> count(UnackedMutex());
+      event->owner->unacked_events++;
+      return event;
+    }
     delete event;  // its id was destroyed before the event was read
   }
+}
+
+std::mutex& UnackedMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::condition_variable& UnackedChanged() {
+  static std::condition_variable cv;
+  return cv;
+}
+
+void AckEvent(EventPrivate* event) {
+  if (event->owner != nullptr) {
+    std::lock_guard<std::mutex> lock(UnackedMutex());
+    event->owner->unacked_events--;
+    UnackedChanged().notify_all();
+  }
+  delete event;
+}
+
+void WaitForAcks(IdPrivate* owner) {
+  std::unique_lock<std::mutex> lock(UnackedMutex());
+  UnackedChanged().wait(lock, [owner] { return owner->unacked_events <= 0; });
 }
 
 void DisownEvents(ChannelPrivate* channel, IdPrivate* owner) {

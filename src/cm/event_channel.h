@@ -7,6 +7,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -45,6 +46,13 @@ void PushEvent(ChannelPrivate* channel, EventPrivate* event);
 // Waits (as the fd's O_NONBLOCK flag says) for one event and takes it off the
 // queue. Returns nullptr with errno (EAGAIN, EINTR, ...) when none.
 EventPrivate* PopEvent(ChannelPrivate* channel);
+
+// Frees an event the application acknowledged (rdma_ack_cm_event).
+void AckEvent(EventPrivate* event);
+// Blocks until every event of `owner` handed out has been acknowledged.
+void WaitForAcks(IdPrivate* owner);
+std::mutex& UnackedMutex();
+std::condition_variable& UnackedChanged();
 
 // Forgets `owner` in every queued event (the id is being destroyed).
 void DisownEvents(ChannelPrivate* channel, IdPrivate* owner);
