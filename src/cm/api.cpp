@@ -154,14 +154,13 @@ int BindAddr(rdma_cm_id* cm_id, sockaddr* addr) {
   Service* service = Service::Get();
   IdPrivate* id = IdPrivate::Of(cm_id);
   std::lock_guard<std::mutex> lock(service->mu);
-  if (id->bound || id->state != IdState::kIdle) return Fail(EINVAL);
+  if (id->bound() || id->state != IdState::kIdle) return Fail(EINVAL);
   if (!IsAnyAddress(addr) && !IsLocalAddress(addr)) return Fail(EADDRNOTAVAIL);
   Status status = service->BindPort(id, PortOf(addr));
   if (!status.ok()) return Fail(status.code());
   std::memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
   std::memcpy(&id->id.route.addr.src_storage, addr, SockaddrLen(addr));
   SetPort(&id->id.route.addr.src_addr, id->port->port());
-  id->bound = true;
   if (!IsAnyAddress(addr)) {
     // A specific address binds the id to the device that owns it.
     Gid gid = RoceGidOf(addr);
@@ -179,7 +178,7 @@ int ResolveAddr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_m
   if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6) return Fail(EAFNOSUPPORT);
   IdPrivate* id = IdPrivate::Of(cm_id);
   Service* service = Service::Get();
-  if (src != nullptr && !id->bound) {
+  if (src != nullptr && !id->bound()) {
     if (BindAddr(cm_id, src) != 0) return -1;
   }
   {
@@ -192,7 +191,7 @@ int ResolveAddr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_m
     // picks for the destination (ib-cm.md §8).
     sockaddr_storage chosen{};
     int error = 0;
-    if (id->bound && !IsAnyAddress(&id->id.route.addr.src_addr)) {
+    if (id->bound() && !IsAnyAddress(&id->id.route.addr.src_addr)) {
       std::memcpy(&chosen, &id->id.route.addr.src_storage, sizeof(chosen));
     } else {
       Status route = RouteSource(dst, &chosen);
@@ -205,12 +204,9 @@ int ResolveAddr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_m
       gid_index = FindGidIndex(service->devices[0], sgid);
       if (gid_index < 0) error = ENODEV;  // no RoCE GID for that address
     }
-    if (error == 0 && !id->bound) {
+    if (error == 0 && !id->bound()) {
       Status status = service->BindPort(id, 0);
-      if (!status.ok())
-        error = status.code();
-      else
-        id->bound = true;
+      if (!status.ok()) error = status.code();
     }
     if (error != 0) {
       service->Report(id, RDMA_CM_EVENT_ADDR_ERROR, -error);
@@ -273,7 +269,7 @@ int Listen(rdma_cm_id* cm_id, int backlog) {
   if (cm_id == nullptr) return Fail(EINVAL);
   IdPrivate* id = IdPrivate::Of(cm_id);
   Service* service = Service::Get();
-  if (!id->bound) {
+  if (!id->bound()) {
     sockaddr_in any{};
     any.sin_family = AF_INET;
     if (BindAddr(cm_id, reinterpret_cast<sockaddr*>(&any)) != 0) return -1;

@@ -58,7 +58,6 @@ struct IdPrivate {
   // Bound port (listeners and active ids); children of a listener share the
   // listener's port and have none of their own.
   std::unique_ptr<MadPort> port;
-  bool bound = false;
   int gid_index = -1;
   ibv_sa_path_rec path{};
   int backlog = 0;
@@ -89,8 +88,7 @@ struct IdPrivate {
   uint8_t local_ack_timeout = 0;
   bool flow_control = false;
   bool srq = false;
-  uint32_t qkey = 0;         // UD
-  bool qp_external = false;  // conn_param.qp_num given, no QP on the id
+  uint32_t qkey = 0;  // UD
   Gid remote_gid{};
   PendingSend pending;
   int64_t timewait_deadline_ns = 0;
@@ -104,11 +102,12 @@ struct IdPrivate {
 
   // What rdma_create_qp created on the application's behalf.
   bool own_cqs = false;
-  bool own_srq_cqs = false;
   // rdma_create_ep on a passive id: the QP to create for each request.
   bool has_ep_qp_attr = false;
   ibv_qp_init_attr ep_qp_attr{};
   ibv_pd* ep_pd = nullptr;
+
+  bool bound() const { return port != nullptr; }
 
   static IdPrivate* Of(rdma_cm_id* id) { return reinterpret_cast<IdPrivate*>(id); }
 };

@@ -49,9 +49,10 @@ uint32_t QpnOf(IdPrivate* id, const rdma_conn_param* param) {
   return param != nullptr ? param->qp_num & 0xffffff : 0;
 }
 
-uint64_t NewTransactionId(Service* service, IdPrivate* id) {
-  return (uint64_t(uint32_t(getpid())) << 32) | id->local_comm_id;
-  (void)service;
+// A transaction id for an exchange this id starts (ib-cm.md §2): unique per
+// process and comm id; `exchange` tells a DREQ's (1) from the REQ's (0).
+uint64_t NewTransactionId(const IdPrivate* id, uint64_t exchange) {
+  return ((uint64_t(uint32_t(getpid())) << 32) | id->local_comm_id) ^ (exchange << 63);
 }
 
 // Where a connection's REQ goes: the listening port's socket, if the
@@ -108,7 +109,7 @@ void SendDreq(Service* service, IdPrivate* id) {
   dreq.local_comm_id = id->local_comm_id;
   dreq.remote_comm_id = id->remote_comm_id;
   dreq.remote_qpn = id->remote_qpn;
-  id->transaction_id = NewTransactionId(service, id) ^ 0x80000000'00000000ull;
+  id->transaction_id = NewTransactionId(id, 1);
   service->SendWithRetry(id, id->peer, Mad{id->transaction_id, 0, dreq},
                          service->cm_interval_ns(true));
 }
@@ -442,13 +443,12 @@ void OnDrep(Service* service, IdPrivate* id) {
   ReportDisconnected(service, id, 0);
 }
 
-void OnMra(Service* service, const MraMsg& mra, IdPrivate* id) {
+void OnMra(const MraMsg& mra, IdPrivate* id) {
   // The peer needs more time: wait ms(service timeout) more before resending.
   if (!id->pending.armed) return;
   int exponent = mra.service_timeout > 8 ? mra.service_timeout - 8 : 0;
   int64_t extra_ns = (int64_t(1) << std::min(exponent, 24)) * 1000000;
   id->pending.deadline_ns = NowNs() + extra_ns + id->pending.interval_ns;
-  (void)service;
 }
 
 }  // namespace
@@ -510,7 +510,7 @@ void HandleMad(Service* service, const Mad& mad, const std::string& from, pid_t 
   } else if (std::holds_alternative<DrepMsg>(mad.message)) {
     OnDrep(service, id);
   } else if (const auto* mra = std::get_if<MraMsg>(&mad.message)) {
-    OnMra(service, *mra, id);
+    OnMra(*mra, id);
   }
 }
 
@@ -572,6 +572,9 @@ void HandlePeerDeath(Service* service, IdPrivate* id) {
 
 int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) {
   if (id->state != IdState::kRouteResolved) return EINVAL;
+  // Another host leaves `to` empty: with no wire to other hosts yet (RoCE)
+  // the request is lost and the retransmissions run out into UNREACHABLE,
+  // as with a silent peer.
   std::string to;
   bool local = LocalDestination(id, &to);
   CmaHeader header;
@@ -581,7 +584,7 @@ int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) 
   header.dst_ip = CmaIpOf(&id->id.route.addr.dst_addr);
   uint64_t service_id = ServiceIdOf(uint16_t(id->id.ps), PortOf(&id->id.route.addr.dst_addr));
   service->AssignCommId(id);
-  id->transaction_id = NewTransactionId(service, id);
+  id->transaction_id = NewTransactionId(id, 0);
 
   if (IsDatagram(id)) {
     if (param != nullptr && param->private_data_len > kSidrReqUserDataMax) return EINVAL;
@@ -595,16 +598,9 @@ int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) 
                   param->private_data_len);
     }
     id->state = IdState::kSidrReqSent;
-    Mad mad{id->transaction_id, 0, req};
-    if (!local) {
-      // No wire to another host yet: the request is lost, retries run out.
-      std::array<uint8_t, kMadSize> unused;
-      EncodeMad(mad, unused);
-      service->SendWithRetry(id, PortSocketName(0, 0), mad, service->cm_interval_ns(true));
-      return 0;
-    }
-    Status status = service->SendWithRetry(id, to, mad, service->cm_interval_ns(true));
-    if (NobodyListens(status)) {
+    Status status = service->SendWithRetry(id, to, Mad{id->transaction_id, 0, req},
+                                           service->cm_interval_ns(true));
+    if (local && NobodyListens(status)) {
       service->Disarm(id);
       id->state = IdState::kRejected;
       service->Report(id, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported);
@@ -620,7 +616,6 @@ int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) 
   uint32_t qpn = QpnOf(id, param);
   if (qpn == 0) return EINVAL;
   id->local_qpn = qpn;
-  id->qp_external = id->id.qp == nullptr;
   // 0xff asks for the device's maximum (rdma_connect(3)).
   id->responder_resources = rr == RDMA_MAX_RESP_RES ? DeviceMaxResponder(service) : rr;
   id->initiator_depth = depth == RDMA_MAX_INIT_DEPTH ? DeviceMaxInitiator(service) : depth;
@@ -671,15 +666,9 @@ int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) 
                 param->private_data_len);
   }
   id->state = IdState::kReqSent;
-  Mad mad{id->transaction_id, 0, req};
-  if (!local) {
-    // No wire to other hosts yet (RoCE): the REQ goes nowhere and the
-    // retransmissions run out into UNREACHABLE, as with a silent peer.
-    service->SendWithRetry(id, PortSocketName(0, 0), mad, service->cm_interval_ns(true));
-    return 0;
-  }
-  Status status = service->SendWithRetry(id, to, mad, service->cm_interval_ns(true));
-  if (NobodyListens(status)) {
+  Status status = service->SendWithRetry(id, to, Mad{id->transaction_id, 0, req},
+                                         service->cm_interval_ns(true));
+  if (local && NobodyListens(status)) {
     FinishRejected(service, id, kRejInvalidServiceId, nullptr, 0);
   }
   return 0;

@@ -18,7 +18,6 @@ ChannelPrivate* CreateChannel() {
   if (fd < 0) return nullptr;
   auto* channel = new ChannelPrivate;
   channel->channel.fd = fd;
-  channel->write_fd = fd;
   return channel;
 }
 
@@ -35,7 +34,7 @@ void PushEvent(ChannelPrivate* channel, EventPrivate* event) {
     channel->queue.push_back(event);
   }
   uint64_t token = 1;
-  ssize_t ignored = write(channel->write_fd, &token, sizeof(token));
+  ssize_t ignored = write(channel->channel.fd, &token, sizeof(token));
   (void)ignored;
 }
 

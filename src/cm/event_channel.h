@@ -29,7 +29,6 @@ struct EventPrivate {
 
 struct ChannelPrivate {
   rdma_event_channel channel{};  // must stay first
-  int write_fd = -1;             // the same eventfd
   std::mutex mu;
   std::deque<EventPrivate*> queue;
   bool sync_owned = false;  // the private channel of a synchronous id

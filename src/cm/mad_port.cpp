@@ -59,7 +59,6 @@ Status MadPort::Open(uint16_t port_space, uint16_t port) {
   setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
   fd_ = fd;
   port_ = port;
-  port_space_ = port_space;
   name_ = std::move(name);
   return Status::Ok();
 }

@@ -40,7 +40,6 @@ class MadPort {
 
   int fd() const { return fd_; }
   uint16_t port() const { return port_; }
-  uint16_t port_space() const { return port_space_; }
   const std::string& name() const { return name_; }
 
   // Sends one datagram to the socket named `to`. ECONNREFUSED/ENOENT when
@@ -55,7 +54,6 @@ class MadPort {
  private:
   int fd_ = -1;
   uint16_t port_ = 0;
-  uint16_t port_space_ = 0;
   std::string name_;
 };
 

@@ -65,7 +65,8 @@ class Service {
   Status BindPort(IdPrivate* id, uint16_t port);
   void ReleasePort(IdPrivate* id);
 
-  // Sending. `to` is a socket name.
+  // Sending. `to` is a socket name; an empty one (another host, no wire
+  // yet) loses the message.
   Status SendMad(const std::string& to, const Mad& mad);
   // Sends and keeps it for retransmission until Disarm.
   Status SendWithRetry(IdPrivate* id, const std::string& to, const Mad& mad, int64_t interval_ns);

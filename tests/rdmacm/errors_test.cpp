@@ -140,5 +140,44 @@ TEST(CmErrors, SilentPeerEndsInUnreachableAfterTheRetries) {
   });
 }
 
+// A routed address that is not this host's: with no wire to other hosts yet
+// the REQ reaches nobody, so the retries run out into UNREACHABLE (and a
+// local listener on the same port must not take it).
+TEST(CmErrors, AnotherHostIsUnreachableAfterTheRetries) {
+  ScenarioOptions options;
+  options.env = {{"SOFTRDMA_CM_TIMEOUT_MS", "100"}, {"SOFTRDMA_CM_RETRIES", "2"}};
+  RunScenario(options, [] {
+    sockaddr_in dst = Ipv4("198.51.100.7", 0);
+    if (!HasRoute(Sa(&dst), sizeof(dst))) GTEST_SKIP() << "no route to 198.51.100.7 here";
+    rdma_event_channel* ch = NewChannel();
+    ASSERT_NE(ch, nullptr);
+    Events events(ch);
+    sockaddr_in any = Ipv4("0.0.0.0", 0);
+    rdma_cm_id* listener = NewListener(ch, Sa(&any));
+    ASSERT_NE(listener, nullptr);
+    dst = Ipv4("198.51.100.7", SrcPort(listener));
+    rdma_cm_id* id = NewResolvedId(&events, Sa(&dst));
+    ASSERT_NE(id, nullptr);
+    ibv_pd* pd = ibv_alloc_pd(id->verbs);
+    ASSERT_NE(pd, nullptr);
+    ASSERT_NE(NewQp(id, pd), nullptr);
+    rdma_conn_param param{};
+    param.retry_count = 7;
+    param.rnr_retry_count = 7;
+    int64_t start = NowMs();
+    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+    Event e = events.Await(RDMA_CM_EVENT_UNREACHABLE, id, 5000);
+    ASSERT_TRUE(e.ok);
+    EXPECT_GE(e.at_ms - start, 290);
+    EXPECT_EQ(e.status, -ETIMEDOUT);
+    EXPECT_TRUE(events.stash().empty()) << "the local listener saw: " << events.DescribeStash();
+    rdma_destroy_qp(id);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
+    EXPECT_EQ(rdma_destroy_id(listener), 0);
+    ibv_dealloc_pd(pd);
+    rdma_destroy_event_channel(ch);
+  });
+}
+
 }  // namespace
 }  // namespace softrdma::rdmacm_test
