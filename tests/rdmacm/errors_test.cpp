@@ -12,31 +12,34 @@ namespace {
 // no listener exists for the service id.
 constexpr int kRejInvalidServiceId = 8;
 
+// Connects `active` (retry and RNR counts 7) and waits up to `timeout_ms`
+// for an event of `type` on it; *elapsed_ms is the time from rdma_connect.
+Event ConnectAndAwait(ActiveSide* active, rdma_cm_event_type type, int timeout_ms,
+                      int64_t* elapsed_ms) {
+  rdma_conn_param param{};
+  param.retry_count = 7;
+  param.rnr_retry_count = 7;
+  int64_t start = NowMs();
+  if (rdma_connect(active->id, &param) != 0) {
+    ADD_FAILURE() << "rdma_connect: " << strerror(errno);
+    return Event{};
+  }
+  Event e = active->events->Await(type, active->id, timeout_ms);
+  *elapsed_ms = e.at_ms - start;
+  return e;
+}
+
 TEST(CmErrors, NoListenerIsRejectedAtOnceWithInvalidServiceId) {
   RunScenario([] {
-    rdma_event_channel* ch = NewChannel();
-    ASSERT_NE(ch, nullptr);
-    Events events(ch);
     sockaddr_in dst = Ipv4("127.0.0.1", 7471);  // a fresh namespace: nobody is bound there
-    rdma_cm_id* id = NewResolvedId(&events, Sa(&dst));
-    ASSERT_NE(id, nullptr);
-    ibv_pd* pd = ibv_alloc_pd(id->verbs);
-    ASSERT_NE(pd, nullptr);
-    ASSERT_NE(NewQp(id, pd), nullptr);
-    rdma_conn_param param{};
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
-    int64_t start = NowMs();
-    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+    ActiveSide active;
+    ASSERT_TRUE(active.Prepare(Sa(&dst)));
+    int64_t elapsed = 0;
     // "At once": well before the first REQ retransmission (4.6 s).
-    Event e = events.Await(RDMA_CM_EVENT_REJECTED, id, 1000);
+    Event e = ConnectAndAwait(&active, RDMA_CM_EVENT_REJECTED, 1000, &elapsed);
     ASSERT_TRUE(e.ok);
-    EXPECT_LT(e.at_ms - start, 1000);
+    EXPECT_LT(elapsed, 1000);
     EXPECT_EQ(e.status, kRejInvalidServiceId);
-    rdma_destroy_qp(id);
-    EXPECT_EQ(rdma_destroy_id(id), 0);
-    ibv_dealloc_pd(pd);
-    rdma_destroy_event_channel(ch);
   });
 }
 
@@ -111,32 +114,17 @@ TEST(CmErrors, SilentPeerEndsInUnreachableAfterTheRetries) {
     ASSERT_EQ(waitpid(peer->pid, &status, WUNTRACED), peer->pid);
     ASSERT_TRUE(WIFSTOPPED(status));
 
-    rdma_event_channel* ch = NewChannel();
-    ASSERT_NE(ch, nullptr);
-    Events events(ch);
     sockaddr_in dst = Ipv4("127.0.0.1", port);
-    rdma_cm_id* id = NewResolvedId(&events, Sa(&dst));
-    ASSERT_NE(id, nullptr);
-    ibv_pd* pd = ibv_alloc_pd(id->verbs);
-    ASSERT_NE(pd, nullptr);
-    ASSERT_NE(NewQp(id, pd), nullptr);
-    rdma_conn_param param{};
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
-    int64_t start = NowMs();
-    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
+    ActiveSide active;
+    ASSERT_TRUE(active.Prepare(Sa(&dst)));
+    int64_t elapsed = 0;
     // The REQ and 2 retransmissions, 100 ms apart, then 100 ms for the last.
-    Event e = events.Await(RDMA_CM_EVENT_UNREACHABLE, id, 5000);
+    Event e = ConnectAndAwait(&active, RDMA_CM_EVENT_UNREACHABLE, 5000, &elapsed);
     ASSERT_TRUE(e.ok);
-    int64_t elapsed = e.at_ms - start;
     EXPECT_GE(elapsed, 290);
     EXPECT_LE(elapsed, 3000);
     EXPECT_EQ(e.status, -ETIMEDOUT);
     peer->Kill();
-    rdma_destroy_qp(id);
-    EXPECT_EQ(rdma_destroy_id(id), 0);
-    ibv_dealloc_pd(pd);
-    rdma_destroy_event_channel(ch);
   });
 }
 
@@ -149,33 +137,25 @@ TEST(CmErrors, AnotherHostIsUnreachableAfterTheRetries) {
   RunScenario(options, [] {
     sockaddr_in dst = Ipv4("198.51.100.7", 0);
     if (!HasRoute(Sa(&dst), sizeof(dst))) GTEST_SKIP() << "no route to 198.51.100.7 here";
-    rdma_event_channel* ch = NewChannel();
-    ASSERT_NE(ch, nullptr);
-    Events events(ch);
+    rdma_event_channel* listener_ch = NewChannel();
+    ASSERT_NE(listener_ch, nullptr);
     sockaddr_in any = Ipv4("0.0.0.0", 0);
-    rdma_cm_id* listener = NewListener(ch, Sa(&any));
+    rdma_cm_id* listener = NewListener(listener_ch, Sa(&any));
     ASSERT_NE(listener, nullptr);
     dst = Ipv4("198.51.100.7", SrcPort(listener));
-    rdma_cm_id* id = NewResolvedId(&events, Sa(&dst));
-    ASSERT_NE(id, nullptr);
-    ibv_pd* pd = ibv_alloc_pd(id->verbs);
-    ASSERT_NE(pd, nullptr);
-    ASSERT_NE(NewQp(id, pd), nullptr);
-    rdma_conn_param param{};
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
-    int64_t start = NowMs();
-    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
-    Event e = events.Await(RDMA_CM_EVENT_UNREACHABLE, id, 5000);
-    ASSERT_TRUE(e.ok);
-    EXPECT_GE(e.at_ms - start, 290);
-    EXPECT_EQ(e.status, -ETIMEDOUT);
-    EXPECT_TRUE(events.stash().empty()) << "the local listener saw: " << events.DescribeStash();
-    rdma_destroy_qp(id);
-    EXPECT_EQ(rdma_destroy_id(id), 0);
+    {
+      ActiveSide active;
+      ASSERT_TRUE(active.Prepare(Sa(&dst)));
+      int64_t elapsed = 0;
+      Event e = ConnectAndAwait(&active, RDMA_CM_EVENT_UNREACHABLE, 5000, &elapsed);
+      ASSERT_TRUE(e.ok);
+      EXPECT_GE(elapsed, 290);
+      EXPECT_EQ(e.status, -ETIMEDOUT);
+    }
+    Event seen = ReadEvent(listener_ch, 100);
+    EXPECT_FALSE(seen.ok) << "the local listener saw: " << Describe(seen);
     EXPECT_EQ(rdma_destroy_id(listener), 0);
-    ibv_dealloc_pd(pd);
-    rdma_destroy_event_channel(ch);
+    rdma_destroy_event_channel(listener_ch);
   });
 }
 

@@ -149,11 +149,7 @@ TEST(CmEventChannel, SynchronousIdsBlockUntilTheirEventsAndGetRequestWorks) {
     ibv_pd* pd = ibv_alloc_pd(id->verbs);
     ASSERT_NE(pd, nullptr);
     ASSERT_NE(NewQp(id, pd), nullptr);
-    rdma_conn_param param{};
-    param.responder_resources = 1;
-    param.initiator_depth = 1;
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
+    rdma_conn_param param = DefaultConnParam();
     // Returns once ESTABLISHED.
     ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
     ASSERT_NE(id->event, nullptr);

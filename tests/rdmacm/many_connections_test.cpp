@@ -15,15 +15,6 @@ struct Message {
   uint32_t index;
 };
 
-rdma_conn_param DefaultParam() {
-  rdma_conn_param param{};
-  param.responder_resources = 1;
-  param.initiator_depth = 1;
-  param.retry_count = 7;
-  param.rnr_retry_count = 7;
-  return param;
-}
-
 // Even connections are disconnected by the active side, odd ones by the
 // passive side; the other side answers with its own rdma_disconnect.
 bool ActiveDisconnects(uint32_t i) {
@@ -62,7 +53,7 @@ void Client(const Pipe& pipe) {
     }
     ASSERT_NE(NewQp(id, pd), nullptr) << "connection " << i;
     ASSERT_EQ(PostRecv(id->qp, &mem, sizeof(Message), sizeof(Message)), 0);
-    rdma_conn_param param = DefaultParam();
+    rdma_conn_param param = DefaultConnParam();
     ASSERT_EQ(rdma_connect(id, &param), 0) << "connection " << i << ": " << strerror(errno);
     ASSERT_TRUE(events.Await(RDMA_CM_EVENT_ESTABLISHED, id).ok) << "connection " << i;
     Message request{kRequestMagic, i};
@@ -111,7 +102,7 @@ TEST(CmManyConnections, HundredConnectionsAcceptedInALoopMoveDataAndDisconnect) 
       rdma_cm_id* id = req.id;
       ASSERT_NE(NewQp(id, pd), nullptr) << "connection " << i;
       ASSERT_EQ(PostRecv(id->qp, &mem, 0, sizeof(Message)), 0);
-      rdma_conn_param param = DefaultParam();
+      rdma_conn_param param = DefaultConnParam();
       ASSERT_EQ(rdma_accept(id, &param), 0) << "connection " << i << ": " << strerror(errno);
       ASSERT_TRUE(events.Await(RDMA_CM_EVENT_ESTABLISHED, id).ok) << "connection " << i;
       ibv_wc wc{};

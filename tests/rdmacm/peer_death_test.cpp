@@ -5,34 +5,25 @@
 namespace softrdma::rdmacm_test {
 namespace {
 
-rdma_conn_param DefaultParam() {
-  rdma_conn_param param{};
-  param.responder_resources = 1;
-  param.initiator_depth = 1;
-  param.retry_count = 7;
-  param.rnr_retry_count = 7;
-  return param;
-}
-
 // The active side in the peer: connects to the port it is sent, says 'e'
 // once ESTABLISHED, and waits to be killed.
 void ActivePeer(const Pipe& pipe) {
   uint16_t port = 0;
   ASSERT_TRUE(pipe.Recv(&port));
-  rdma_event_channel* ch = NewChannel();
-  ASSERT_NE(ch, nullptr);
-  Events events(ch);
   sockaddr_in dst = Ipv4("127.0.0.1", port);
-  rdma_cm_id* id = NewResolvedId(&events, Sa(&dst));
-  ASSERT_NE(id, nullptr);
-  ibv_pd* pd = ibv_alloc_pd(id->verbs);
-  ASSERT_NE(pd, nullptr);
-  ASSERT_NE(NewQp(id, pd), nullptr);
-  rdma_conn_param param = DefaultParam();
-  ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
-  ASSERT_TRUE(events.Await(RDMA_CM_EVENT_ESTABLISHED, id).ok);
+  ActiveSide active;
+  ASSERT_TRUE(active.Prepare(Sa(&dst)));
+  rdma_conn_param param = DefaultConnParam();
+  ASSERT_EQ(rdma_connect(active.id, &param), 0) << strerror(errno);
+  ASSERT_TRUE(active.events->Await(RDMA_CM_EVENT_ESTABLISHED, active.id).ok);
   ASSERT_TRUE(pipe.Send('e'));
   for (;;) pause();
+}
+
+// A listener on 127.0.0.1 (port chosen) on `ch`.
+rdma_cm_id* LoopbackListener(rdma_event_channel* ch) {
+  sockaddr_in addr = Ipv4("127.0.0.1", 0);
+  return NewListener(ch, Sa(&addr));
 }
 
 // The passive side in the peer: listens, sends its port, accepts one
@@ -41,18 +32,11 @@ void PassivePeer(const Pipe& pipe) {
   rdma_event_channel* ch = NewChannel();
   ASSERT_NE(ch, nullptr);
   Events events(ch);
-  sockaddr_in addr = Ipv4("127.0.0.1", 0);
-  rdma_cm_id* listener = NewListener(ch, Sa(&addr));
+  rdma_cm_id* listener = LoopbackListener(ch);
   ASSERT_NE(listener, nullptr);
   ASSERT_TRUE(pipe.Send(SrcPort(listener)));
-  Event req = events.Await(RDMA_CM_EVENT_CONNECT_REQUEST, nullptr);
-  ASSERT_TRUE(req.ok);
-  ibv_pd* pd = ibv_alloc_pd(req.id->verbs);
-  ASSERT_NE(pd, nullptr);
-  ASSERT_NE(NewQp(req.id, pd), nullptr);
-  rdma_conn_param param = DefaultParam();
-  ASSERT_EQ(rdma_accept(req.id, &param), 0) << strerror(errno);
-  ASSERT_TRUE(events.Await(RDMA_CM_EVENT_ESTABLISHED, req.id).ok);
+  ibv_pd* pd = nullptr;
+  ASSERT_NE(AcceptNext(&events, &pd), nullptr);
   ASSERT_TRUE(pipe.Send('e'));
   for (;;) pause();
 }
@@ -83,21 +67,15 @@ TEST(CmPeerDeath, ActivePeerKilledPassiveSurvivorGetsDisconnected) {
     rdma_event_channel* ch = NewChannel();
     ASSERT_NE(ch, nullptr);
     Events events(ch);
-    sockaddr_in addr = Ipv4("127.0.0.1", 0);
-    rdma_cm_id* listener = NewListener(ch, Sa(&addr));
+    rdma_cm_id* listener = LoopbackListener(ch);
     ASSERT_NE(listener, nullptr);
     ASSERT_TRUE(peer->pipe.Send(SrcPort(listener)));
-    Event req = events.Await(RDMA_CM_EVENT_CONNECT_REQUEST, nullptr);
-    ASSERT_TRUE(req.ok);
-    ibv_pd* pd = ibv_alloc_pd(req.id->verbs);
-    ASSERT_NE(pd, nullptr);
-    ASSERT_NE(NewQp(req.id, pd), nullptr);
-    rdma_conn_param param = DefaultParam();
-    ASSERT_EQ(rdma_accept(req.id, &param), 0) << strerror(errno);
-    ASSERT_TRUE(events.Await(RDMA_CM_EVENT_ESTABLISHED, req.id).ok);
-    KillPeerAndExpectDisconnected(peer.get(), &events, req.id);
-    rdma_destroy_qp(req.id);
-    EXPECT_EQ(rdma_destroy_id(req.id), 0);
+    ibv_pd* pd = nullptr;
+    rdma_cm_id* id = AcceptNext(&events, &pd);
+    ASSERT_NE(id, nullptr);
+    KillPeerAndExpectDisconnected(peer.get(), &events, id);
+    rdma_destroy_qp(id);
+    EXPECT_EQ(rdma_destroy_id(id), 0);
     EXPECT_EQ(rdma_destroy_id(listener), 0);
     ibv_dealloc_pd(pd);
     rdma_destroy_event_channel(ch);
@@ -110,23 +88,13 @@ TEST(CmPeerDeath, PassivePeerKilledActiveSurvivorGetsDisconnected) {
     ASSERT_GT(peer->pid, 0);
     uint16_t port = 0;
     ASSERT_TRUE(peer->pipe.Recv(&port));
-    rdma_event_channel* ch = NewChannel();
-    ASSERT_NE(ch, nullptr);
-    Events events(ch);
     sockaddr_in dst = Ipv4("127.0.0.1", port);
-    rdma_cm_id* id = NewResolvedId(&events, Sa(&dst));
-    ASSERT_NE(id, nullptr);
-    ibv_pd* pd = ibv_alloc_pd(id->verbs);
-    ASSERT_NE(pd, nullptr);
-    ASSERT_NE(NewQp(id, pd), nullptr);
-    rdma_conn_param param = DefaultParam();
-    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno);
-    ASSERT_TRUE(events.Await(RDMA_CM_EVENT_ESTABLISHED, id).ok);
-    KillPeerAndExpectDisconnected(peer.get(), &events, id);
-    rdma_destroy_qp(id);
-    EXPECT_EQ(rdma_destroy_id(id), 0);
-    ibv_dealloc_pd(pd);
-    rdma_destroy_event_channel(ch);
+    ActiveSide active;
+    ASSERT_TRUE(active.Prepare(Sa(&dst)));
+    rdma_conn_param param = DefaultConnParam();
+    ASSERT_EQ(rdma_connect(active.id, &param), 0) << strerror(errno);
+    ASSERT_TRUE(active.events->Await(RDMA_CM_EVENT_ESTABLISHED, active.id).ok);
+    KillPeerAndExpectDisconnected(peer.get(), active.events.get(), active.id);
   });
 }
 

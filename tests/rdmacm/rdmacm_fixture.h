@@ -497,6 +497,73 @@ inline ibv_qp* NewQp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_type type = IBV_QPT_RC) 
   return id->qp;
 }
 
+// The connection parameters most tests connect and accept with.
+inline rdma_conn_param DefaultConnParam() {
+  rdma_conn_param param{};
+  param.responder_resources = 1;
+  param.initiator_depth = 1;
+  param.retry_count = 7;
+  param.rnr_retry_count = 7;
+  return param;
+}
+
+// An active id towards `dst` on a channel of its own, address and route
+// resolved, with a PD and an RC QP: ready for rdma_connect. The destructor
+// tears everything down.
+struct ActiveSide {
+  rdma_event_channel* ch = nullptr;
+  std::unique_ptr<Events> events;
+  rdma_cm_id* id = nullptr;
+  ibv_pd* pd = nullptr;
+
+  ActiveSide() = default;
+  ActiveSide(const ActiveSide&) = delete;
+  ActiveSide& operator=(const ActiveSide&) = delete;
+
+  bool Prepare(sockaddr* dst) {
+    ch = NewChannel();
+    if (ch == nullptr) return false;
+    events = std::make_unique<Events>(ch);
+    id = NewResolvedId(events.get(), dst);
+    if (id == nullptr) return false;
+    pd = ibv_alloc_pd(id->verbs);
+    if (pd == nullptr) {
+      ADD_FAILURE() << "ibv_alloc_pd: " << strerror(errno);
+      return false;
+    }
+    return NewQp(id, pd) != nullptr;
+  }
+
+  ~ActiveSide() {
+    if (id != nullptr) {
+      if (id->qp != nullptr) rdma_destroy_qp(id);
+      EXPECT_EQ(rdma_destroy_id(id), 0) << strerror(errno);
+    }
+    if (pd != nullptr) ibv_dealloc_pd(pd);
+    if (ch != nullptr) rdma_destroy_event_channel(ch);
+  }
+};
+
+// Takes the next CONNECT_REQUEST on `events`, gives its id a PD (*pd) and an
+// RC QP, accepts with DefaultConnParam and waits for ESTABLISHED. Returns the
+// passive id, or nullptr after recording a failure.
+inline rdma_cm_id* AcceptNext(Events* events, ibv_pd** pd) {
+  Event req = events->Await(RDMA_CM_EVENT_CONNECT_REQUEST, nullptr);
+  if (!req.ok) return nullptr;
+  *pd = ibv_alloc_pd(req.id->verbs);
+  if (*pd == nullptr) {
+    ADD_FAILURE() << "ibv_alloc_pd: " << strerror(errno);
+    return nullptr;
+  }
+  if (NewQp(req.id, *pd) == nullptr) return nullptr;
+  rdma_conn_param param = DefaultConnParam();
+  if (rdma_accept(req.id, &param) != 0) {
+    ADD_FAILURE() << "rdma_accept: " << strerror(errno);
+    return nullptr;
+  }
+  return events->Await(RDMA_CM_EVENT_ESTABLISHED, req.id).ok ? req.id : nullptr;
+}
+
 // ---- data ----
 
 // A registered buffer.
@@ -645,11 +712,7 @@ struct LoopbackPair {
   // ESTABLISHED on both sides.
   bool Establish(ibv_qp_type type = IBV_QPT_RC) {
     if (NewQp(client, pd, type) == nullptr) return false;
-    rdma_conn_param param{};
-    param.responder_resources = 1;
-    param.initiator_depth = 1;
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
+    rdma_conn_param param = DefaultConnParam();
     if (rdma_connect(client, &param) != 0) {
       ADD_FAILURE() << "rdma_connect: " << strerror(errno);
       return false;
