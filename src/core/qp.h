@@ -71,6 +71,7 @@ struct PendingResponse {
   uint32_t len;
   uint32_t sent;   // READ: bytes already sent
   uint64_t value;  // atomic: the original value
+  uint32_t pd_id;  // READ: the PD the rkey belongs to (an XRC target's: its SRQ's)
 };
 
 struct RecvWqe {

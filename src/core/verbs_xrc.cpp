@@ -32,14 +32,16 @@ int AttachXrcSrq(ibv_srq* ibsrq, const ibv_srq_init_attr_ex& init) {
   srq->xrcd->users.fetch_add(1);
   srq->cq->users.fetch_add(1);
   transport::RegisterXrcSrq(srq);
+  transport::PublishXrcSrq(*engine, *srq);  // its PD, for RDMA and atomics through targets
   return 0;
 }
 
 void DetachXrcSrq(ibv_srq* ibsrq) {
   Srq* srq = Srq::From(ibsrq);
+  Engine* engine = Engine::Get(nullptr);
+  if (engine) transport::PublishXrcSrq(*engine, *srq, /*destroyed=*/true);
   transport::UnregisterXrcSrq(srq);
-  if (Engine* engine = Engine::Get(nullptr))
-    engine->registry().FreeQpn(engine->me(), srq->srq_num());
+  if (engine) engine->registry().FreeQpn(engine->me(), srq->srq_num());
   srq->xrcd->users.fetch_sub(1);
   srq->cq->users.fetch_sub(1);
 }

@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <new>
+#include <utility>
 
 #include "core/objects.h"
 #include "core/verbs.h"
@@ -23,6 +26,23 @@ namespace {
 constexpr off_t kLockOffset = LLONG_MAX - 1;
 
 std::atomic<uint64_t> g_next_private{1};
+
+// Domain tokens (Xrcd::token): one per file domain and per private domain.
+std::mutex g_token_mutex;
+uint32_t g_next_token = 1;
+
+uint32_t FileDomainToken(dev_t dev, ino_t ino) {
+  static auto* tokens = new std::map<std::pair<dev_t, ino_t>, uint32_t>();  // used at exit
+  std::lock_guard<std::mutex> lock(g_token_mutex);
+  auto [it, inserted] = tokens->try_emplace({dev, ino}, g_next_token);
+  if (inserted) ++g_next_token;
+  return it->second;
+}
+
+uint32_t PrivateDomainToken() {
+  std::lock_guard<std::mutex> lock(g_token_mutex);
+  return g_next_token++;
+}
 
 flock LockByte(short type) {
   flock l{};
@@ -97,6 +117,7 @@ ibv_xrcd* OpenXrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
       return nullptr;
     }
     x->private_id = g_next_private.fetch_add(1);
+    x->token = PrivateDomainToken();
     return &x->xrcd;
   }
   struct stat st {};
@@ -125,6 +146,7 @@ ibv_xrcd* OpenXrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
   }
   x->dev = st.st_dev;
   x->ino = st.st_ino;
+  x->token = FileDomainToken(st.st_dev, st.st_ino);
   return &x->xrcd;
 }
 

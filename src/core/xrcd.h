@@ -26,7 +26,11 @@ struct Xrcd {
   ibv_xrcd xrcd;  // first: the application's pointer converts back with a cast
   dev_t dev = 0;
   ino_t ino = 0;
-  uint64_t private_id = 0;    // non-zero for an fd -1 domain
+  uint64_t private_id = 0;  // non-zero for an fd -1 domain
+  // Non-zero; equal for two handles of this process exactly when they are
+  // of the same domain. Published with XRC target QPs and SRQs, so that an
+  // initiator can check that an SRQ is in its target QP's domain.
+  uint32_t token = 0;
   int lock_fd = -1;           // our own open file description holding the lock
   std::atomic<int> users{0};  // XRC SRQs and target QPs: close fails with EBUSY
 

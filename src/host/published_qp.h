@@ -28,6 +28,13 @@ static_assert(sizeof(PublishedQp) == 32);
 // READ or atomic (a bit no IBV_ACCESS_* flag uses).
 inline constexpr uint32_t kPublishedNoReadResources = 1u << 31;
 
+// XRC. SRQ numbers come from the QPN space, so an XRC SRQ publishes its own
+// entry: type kPublishedXrcSrq, pd_id = the SRQ's PD (what rkeys of RDMA
+// and atomics through an XRC target are checked against), dest_qpn = its
+// domain's token (core/xrcd.h), state RTS while it exists. An XRC target
+// QP, which has no PD, publishes its domain's token as pd_id.
+inline constexpr uint32_t kPublishedXrcSrq = 0x5852;  // no ibv_qp_type has this value
+
 // A consistent copy of a published entry.
 struct QpSnapshot {
   uint32_t owner_slot, owner_gen, pd_id, access, state, dest_qpn, type;

@@ -24,10 +24,14 @@
 #include <unistd.h>
 
 #include "core/limits.h"
+#include "core/srq.h"
+#include "core/xrcd.h"
 #include "transport/atomics.h"
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
+#include "transport/recv_source.h"
 #include "transport/transport.h"
+#include "transport/xrc.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -69,6 +73,7 @@ struct DirectOp {
   const ibv_sge* sge;
   uint32_t num_sge;
   bool sges_are_inline;
+  uint32_t xrc_srqn;  // XRC initiator: the target SRQ, whose PD the rkey belongs to
 };
 
 DirectOp DirectOpOf(Qp& qp, uint32_t index) {
@@ -82,7 +87,8 @@ DirectOp DirectOpOf(Qp& qp, uint32_t index) {
                   w.is_inline ? qp.inline_slot(index) : nullptr,
                   qp.sq.sge_of(index),
                   w.num_sge,
-                  false};
+                  false,
+                  w.xrc_srqn};
 }
 
 // The operation's local buffers as iovecs; READ/atomic results need LOCAL_WRITE.
@@ -172,6 +178,11 @@ int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, u
   if (t.owner_slot != peer.ref.slot || t.owner_gen != peer.ref.gen ||
       !StateAcceptsRequests(t.state) || t.dest_qpn != qp.qpx.qp_base.qp_num)
     return Direct::kUseRing;
+  // Through an XRC target the rkey belongs to the PD of the SRQ the WR names
+  // (transport/xrc.h); an SRQ we cannot use here is left to the responder.
+  uint32_t pd_id = t.pd_id;
+  if (qp.type == IBV_QPT_XRC_SEND && !XrcRequestPd(engine.registry(), t, w.xrc_srqn, &pd_id))
+    return Direct::kUseRing;
 
   const uint32_t need = NeededAccess(w.opcode);
   const uint64_t len = w.total_len;
@@ -197,7 +208,7 @@ int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, u
   uint64_t host = 0;
   const MrEntry* held = nullptr;
   uint32_t extent = 0;
-  if (MrTable::BeginRemoteAccess(peer.mrs, w.rkey, w.remote_addr, len, t.pd_id, need,
+  if (MrTable::BeginRemoteAccess(peer.mrs, w.rkey, w.remote_addr, len, pd_id, need,
                                  qp.attr.dest_qp_num, &host, &held, &extent) != 0) {
     *status = IBV_WC_REM_ACCESS_ERR;
     return Direct::kFailed;
@@ -255,6 +266,7 @@ OneSidedTx SendRequest(Engine& engine, Qp& qp, uint32_t index, bool placed) {
                                                        : wire::RecordType::kWrite;
   wire::RecordHeader h = BaseHeader(engine, qp, type);
   h.psn = w.psn;
+  h.rnr_timer = w.xrc_srqn;  // XRC: the target SRQ (XRCETH), as for a SEND
   h.total_len = w.total_len;
   h.imm = w.imm;
   h.flags = static_cast<uint8_t>((w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? wire::kFlagHasImm : 0) |
@@ -386,7 +398,8 @@ bool ExecuteAtPost(Engine& engine, Qp& qp, const ibv_send_wr& wr, uint32_t total
   // nothing earlier is outstanding and a fence has nothing to wait for); the
   // QP must also be an RC QP in RTS whose peer is resolved and reachable
   // without its ring.
-  if (qp.type != IBV_QPT_RC || qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns || !qp.peer)
+  if ((qp.type != IBV_QPT_RC && qp.type != IBV_QPT_XRC_SEND) || qp.state != IBV_QPS_RTS ||
+      qp.rnr_wait_until_ns || !qp.peer)
     return false;
   if (!qp.peer->mappings && !CrossMemoryAttach(*qp.peer)) return false;
   const bool atomic = IsAtomic(wr.opcode);
@@ -399,7 +412,8 @@ bool ExecuteAtPost(Engine& engine, Qp& qp, const ibv_send_wr& wr, uint32_t total
               nullptr,
               wr.sg_list,
               static_cast<uint32_t>(wr.num_sge),
-              (wr.send_flags & IBV_SEND_INLINE) != 0};
+              (wr.send_flags & IBV_SEND_INLINE) != 0,
+              qp.type == IBV_QPT_XRC_SEND ? wr.qp_type.xrc.remote_srqn & 0xffffff : 0};
   ibv_wc_status status = IBV_WC_SUCCESS;
   // Anything but success is left to the queued path, which runs the same
   // checks again and reports what it finds (a failure moved no data).
@@ -418,10 +432,10 @@ namespace {
 // not unmapped under the copy.
 class RegionHold {
  public:
-  RegionHold(Engine& engine, const Qp& qp, uint32_t rkey, uint64_t addr, uint64_t len,
-             uint32_t access) {
-    ok_ = MrTable::BeginRemoteAccess(engine.mr_table().entries(), rkey, addr, len, qp.pd->id,
-                                     access, qp.qpx.qp_base.qp_num, &host_, &held_) == 0;
+  RegionHold(Engine& engine, const Qp& qp, uint32_t pd_id, uint32_t rkey, uint64_t addr,
+             uint64_t len, uint32_t access) {
+    ok_ = MrTable::BeginRemoteAccess(engine.mr_table().entries(), rkey, addr, len, pd_id, access,
+                                     qp.qpx.qp_base.qp_num, &host_, &held_) == 0;
   }
   ~RegionHold() {
     if (ok_) MrTable::EndRemoteAccess(*held_);
@@ -460,9 +474,11 @@ bool Violation(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Synd
   return false;
 }
 
-void CompleteWriteImm(Qp& qp, const wire::RecordHeader& req) {
+// The receive WQE a WRITE_WITH_IMM consumes: the QP's own, or one of its
+// SRQ (an XRC target's: the SRQ the request names).
+void CompleteWriteImm(Qp& qp, const RecvSlot& slot, const wire::RecordHeader& req) {
   ibv_wc wc{};
-  wc.wr_id = qp.rq.at(qp.rq.tail).wr_id;
+  wc.wr_id = slot.wqe->wr_id;
   wc.status = IBV_WC_SUCCESS;
   wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
   wc.byte_len = req.total_len;
@@ -470,9 +486,18 @@ void CompleteWriteImm(Qp& qp, const wire::RecordHeader& req) {
   wc.src_qp = req.src_qpn;
   wc.wc_flags = IBV_WC_WITH_IMM;
   wc.imm_data = req.imm;
-  ++qp.rq.tail;
   qp.recv_cq->Push(wc, (req.flags & wire::kFlagSolicited) != 0);
+  ConsumeRecv(qp);  // after the push: an XRC target's recv_cq goes with its SRQ
 }
+
+// An XRC target lets go of the SRQ a request bound once the request is
+// handled (unless a WRITE_WITH_IMM in fragments holds one of its WQEs).
+struct XrcSrqBinding {
+  Qp& qp;
+  ~XrcSrqBinding() {
+    if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);
+  }
+};
 
 }  // namespace
 
@@ -494,6 +519,19 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   view.CopyOut(sizeof req, &eth, sizeof eth);
   const uint32_t data_off = sizeof req + sizeof eth;
 
+  // The PD rkeys are checked against: the QP's, or for an XRC target (no
+  // PD) that of the SRQ the request names; an SRQ that is not here or of
+  // another domain makes it an invalid request, as for a SEND.
+  XrcSrqBinding binding{qp};
+  uint32_t pd_id = 0;
+  if (qp.type == IBV_QPT_XRC_RECV) {
+    if (!BindXrcSrq(qp, req.rnr_timer))
+      return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
+    pd_id = qp.srq->pd()->id;
+  } else {
+    pd_id = qp.pd->id;
+  }
+
   uint32_t need = req.type == wire::RecordType::kRead     ? IBV_ACCESS_REMOTE_READ
                   : req.type == wire::RecordType::kAtomic ? IBV_ACCESS_REMOTE_ATOMIC
                                                           : IBV_ACCESS_REMOTE_WRITE;
@@ -513,12 +551,13 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       if (fragment && (req.frag_offset != qp.frag_received || (req.frag_offset && !qp.frag_active)))
         return false;  // the tail of a message we NAKed
       const bool imm = req.flags & wire::kFlagHasImm;
-      if (imm && qp.rq.size() == 0) {
+      RecvSlot slot;
+      if (imm && !AcquireRecv(qp, &slot)) {
         QueueNak(engine, qp, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
         return false;
       }
       if (!(req.flags & wire::kFlagPlaced) && req.total_len > 0) {
-        RegionHold hold(engine, qp, eth.rkey, eth.remote_addr, req.total_len,
+        RegionHold hold(engine, qp, pd_id, eth.rkey, eth.remote_addr, req.total_len,
                         IBV_ACCESS_REMOTE_WRITE);
         if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
         uint32_t off = fragment ? req.frag_offset : 0;
@@ -532,7 +571,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
         qp.frag_active = false;
         qp.frag_received = 0;
       }
-      if (imm) CompleteWriteImm(qp, req);
+      if (imm) CompleteWriteImm(qp, slot, req);
       qp.epsn = PsnAdd(qp.epsn, 1);
       return true;
     }
@@ -540,7 +579,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       if (req.total_len > 0) {
         uint64_t host = 0;
         if (engine.mr_table().Lookup(KeyKind::kRemote, eth.rkey, eth.remote_addr, req.total_len,
-                                     qp.pd->id, IBV_ACCESS_REMOTE_READ, &host,
+                                     pd_id, IBV_ACCESS_REMOTE_READ, &host,
                                      qp.qpx.qp_base.qp_num) != 0)
           return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
       }
@@ -550,13 +589,14 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       r.rkey = eth.rkey;
       r.addr = eth.remote_addr;
       r.len = req.total_len;
+      r.pd_id = pd_id;
       qp.responses.push_back(r);
       break;
     }
     case wire::RecordType::kAtomic: {
       if (req.total_len != 8 || (eth.remote_addr & 7))
         return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
-      RegionHold hold(engine, qp, eth.rkey, eth.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
+      RegionHold hold(engine, qp, pd_id, eth.rkey, eth.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
       if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
       AtomicLocks locks(engine.registry().atomic_lock_words());
       AtomicOp op{(req.flags & wire::kFlagCmpSwap) != 0, eth.compare_add, eth.swap};
@@ -601,7 +641,7 @@ bool FlushResponses(Engine& engine, Qp& qp) {
       if (!engine.Send(*qp.peer, h, &r.value, 8)) return false;
     } else {
       uint32_t chunk = std::min(kResponseChunk, r.len - r.sent);
-      RegionHold hold(engine, qp, r.rkey, r.addr + r.sent, chunk, IBV_ACCESS_REMOTE_READ);
+      RegionHold hold(engine, qp, r.pd_id, r.rkey, r.addr + r.sent, chunk, IBV_ACCESS_REMOTE_READ);
       if (chunk && !hold.ok()) {
         // Deregistered while the response was going out.
         r.kind = kResponseNak;
@@ -679,7 +719,8 @@ void PublishQp(Engine& engine, Qp& qp, bool destroyed) {
   QpSnapshot s{};
   s.owner_slot = engine.me().slot;
   s.owner_gen = engine.me().gen;
-  s.pd_id = qp.pd ? qp.pd->id : 0;
+  // An XRC target has no PD: it publishes its domain (transport/xrc.h).
+  s.pd_id = qp.pd ? qp.pd->id : qp.xrcd ? qp.xrcd->token : 0;
   s.access =
       qp.attr.qp_access_flags | (qp.attr.max_dest_rd_atomic == 0 ? kPublishedNoReadResources : 0u);
   s.state = destroyed ? IBV_QPS_RESET : qp.state;

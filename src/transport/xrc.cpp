@@ -6,6 +6,8 @@
 
 #include "core/srq.h"
 #include "core/xrcd.h"
+#include "host/registry.h"
+#include "transport/engine.h"
 
 namespace softrdma::transport {
 
@@ -86,10 +88,44 @@ void UnbindXrcSrq(Qp& qp) {
 
 int CheckXrcSendWr(const Qp& qp, const ibv_send_wr& wr) {
   if (qp.type != IBV_QPT_XRC_SEND) return 0;
-  // RDMA and atomics to an XRC target would be checked against the SRQ's
-  // PD (the target QP has none); not implemented yet.
-  if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) return EOPNOTSUPP;
-  return 0;
+  switch (wr.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return 0;
+    default:
+      return EOPNOTSUPP;
+  }
+}
+
+void PublishXrcSrq(Engine& engine, const Srq& srq, bool destroyed) {
+  PublishedQp* e = engine.registry().published_qp(srq.srq_num());
+  if (!e) return;
+  QpSnapshot s{};
+  s.owner_slot = engine.me().slot;
+  s.owner_gen = engine.me().gen;
+  s.pd_id = srq.pd()->id;
+  s.state = destroyed ? IBV_QPS_RESET : IBV_QPS_RTS;
+  s.dest_qpn = srq.xrcd->token;
+  s.type = destroyed ? 0 : kPublishedXrcSrq;
+  PublishQpEntry(*e, s);
+}
+
+bool XrcRequestPd(const Registry& registry, const QpSnapshot& target, uint32_t srqn,
+                  uint32_t* pd_id) {
+  const PublishedQp* e = registry.published_qp(srqn);
+  if (!e) return false;
+  QpSnapshot srq = ReadQpEntry(*e);
+  if (srq.type != kPublishedXrcSrq || srq.state != IBV_QPS_RTS ||
+      srq.owner_slot != target.owner_slot || srq.owner_gen != target.owner_gen ||
+      srq.dest_qpn != target.pd_id)  // the target publishes its domain's token as pd_id
+    return false;
+  *pd_id = srq.pd_id;
+  return true;
 }
 
 }  // namespace softrdma::transport

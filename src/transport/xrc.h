@@ -8,6 +8,13 @@
 // registry also records which process owns each one). The SRQ named must
 // live in the process that owns the target QP: that is where the message
 // arrives.
+//
+// RDMA WRITE/READ and atomics through a target QP are checked against the
+// PD of the SRQ the request names (the target QP has no PD), as IBA's XRC
+// rules say; WRITE_WITH_IMM consumes a receive WQE of that SRQ. The
+// initiator executing them directly finds that PD in the SRQ's published
+// entry (host/published_qp.h); the two-copy responder binds the SRQ as
+// for a SEND.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +22,11 @@
 #include <infiniband/verbs.h>
 
 #include "core/qp.h"
+#include "host/published_qp.h"
 
 namespace softrdma {
+class Engine;
+class Registry;
 class Srq;
 struct Xrcd;
 }  // namespace softrdma
@@ -43,8 +53,20 @@ bool BindXrcSrq(Qp& qp, uint32_t srqn);
 // The message is placed (or nothing was there to take): let the SRQ go.
 void UnbindXrcSrq(Qp& qp);
 
-// Post-time rule of an XRC initiator: 0 or EOPNOTSUPP (only SEND and
-// SEND_WITH_IMM carry a target SRQ here so far).
+// Post-time rule of an XRC initiator: 0 or EOPNOTSUPP (SEND, SEND_WITH_IMM,
+// RDMA WRITE/WRITE_WITH_IMM/READ and the two atomics carry a target SRQ).
 int CheckXrcSendWr(const Qp& qp, const ibv_send_wr& wr);
+
+// Publishes an XRC SRQ's entry (its PD and domain) for initiators, or
+// withdraws it before its number is freed.
+void PublishXrcSrq(Engine& engine, const Srq& srq, bool destroyed = false);
+
+// Initiator, direct execution through an XRC target whose published entry
+// is `target`: the PD the rkey must belong to is that of SRQ `srqn`, which
+// must be published by the target's process and be of the target's domain.
+// false = it is not (unknown, gone, elsewhere or foreign): the request
+// takes the ring, where the responder answers it (an invalid request).
+bool XrcRequestPd(const Registry& registry, const QpSnapshot& target, uint32_t srqn,
+                  uint32_t* pd_id);
 
 }  // namespace softrdma::transport

@@ -106,6 +106,45 @@ TEST_F(SrqTest, TwoQpsConsumeInPostingOrder) {
   }
 }
 
+// A WRITE_WITH_IMM to a QP on an SRQ consumes a WQE of the SRQ (it used to
+// wait for one in the QP's own receive queue, which such a QP has not).
+TEST_F(SrqTest, WriteWithImmConsumesAnSrqWqe) {
+  std::vector<uint8_t> target(512, 0);
+  ibv_mr* tmr = ibv_reg_mr(pd, target.data(), target.size(),
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(tmr, nullptr);
+  PostSlots(0, 1);
+  memset(sbuf.data(), 0x77, 40);
+  ibv_sge sge = Sge(sbuf.data(), 40, smr);
+  ibv_send_wr wr{};
+  wr.wr_id = 9;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = 0xfeed;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(&target[8]);
+  wr.wr.rdma.rkey = tmr->rkey;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(tx[1], &wr, &bad), 0);
+  auto r = PollN(rcq, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(r[0].wr_id, 1000u);
+  EXPECT_EQ(r[0].imm_data, 0xfeedu);
+  EXPECT_EQ(r[0].byte_len, 40u);
+  EXPECT_EQ(r[0].qp_num, rx[1]->qp_num);
+  auto s = PollN(scq, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(target[8], 0x77);
+  EXPECT_EQ(target[47], 0x77);
+  EXPECT_EQ(target[48], 0);
+  EXPECT_EQ(rbuf[0], 0);  // the receive buffer is not written
+  EXPECT_EQ(ibv_dereg_mr(tmr), 0);
+}
+
 TEST_F(SrqTest, PostRecvOnSrqQpIsRefusedAndDestroyIsBusy) {
   EXPECT_EQ(PostRecvTo(rx[0], 1, Sge(rbuf.data(), 16, rmr)), EINVAL);
   EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
