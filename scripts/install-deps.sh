@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config   # toolchain
   libibverbs-dev librdmacm-dev       # rdma-core 44 headers: our ABI contract
+  zlib1g-dev                         # crc32 for the RoCEv2 ICRC
   libgtest-dev googletest            # unit tests
   ibverbs-utils perftest rdmacm-utils  # unmodified programs the tests run
 )

@@ -1,5 +1,6 @@
-// Runs the body of the libFuzzer target mad_fuzz.cpp without libFuzzer, for
-// compilers that have none (GCC, the CI compiler): every file of the corpus
+// Runs the body of a libFuzzer target (mad_fuzz.cpp, roce_packet_fuzz.cpp: it
+// is linked with one) without libFuzzer, for compilers that have none (GCC,
+// the CI compiler): every file of the corpus
 // directory given as argv[1], then 5000 deterministic mutations of each
 // (byte flips, random bytes, cut and extended lengths), so the target's
 // checks run on every build even though only clang can guide the search.
@@ -34,7 +35,7 @@ std::vector<uint8_t> Mutate(const std::vector<uint8_t>& seed, Rng& rng) {
   std::vector<uint8_t> out = seed;
   switch (rng.Below(5)) {
     case 0:  // Flip a few bits; the header usually stays valid, so the
-    case 1:  // message decoders see most of these.
+    case 1:  // decoders behind it see most of these.
       for (size_t n = 1 + rng.Below(8); n > 0 && !out.empty(); --n) {
         out[rng.Below(out.size())] ^= uint8_t(1u << rng.Below(8));
       }
@@ -46,10 +47,10 @@ std::vector<uint8_t> Mutate(const std::vector<uint8_t>& seed, Rng& rng) {
         for (size_t i = at; i < end; ++i) out[i] = uint8_t(rng.Next());
       }
       break;
-    case 3:  // Cut or extend (the MAD size check, short IP headers).
+    case 3:  // Cut or extend (size checks, short headers).
       out.resize(rng.Below(300 + 1), uint8_t(rng.Next()));
       break;
-    case 4:  // Corrupt one header byte (base version, class, method, attribute).
+    case 4:  // Corrupt one of the first 24 bytes (MAD header; IP and UDP header).
       if (!out.empty()) out[rng.Below(out.size() < 24 ? out.size() : 24)] = uint8_t(rng.Next());
       break;
   }
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
     }
     runs += 1 + kMutationsPerFile;
   }
-  std::printf("mad_fuzz driver: %zu corpus files, %llu inputs, no failure\n", files.size(),
+  std::printf("%s: %zu corpus files, %llu inputs, no failure\n", argv[0], files.size(),
               static_cast<unsigned long long>(runs));
   return 0;
 }

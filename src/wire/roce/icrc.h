@@ -1,0 +1,65 @@
+// The RoCEv2 Invariant CRC (roce-wire.md §7): CRC-32 (the Ethernet/zlib one)
+// over 8 bytes of 0xFF, then the IP header, UDP header and transport packet
+// (BTH .. pad) with the variant fields masked to all ones: IPv4 TOS, TTL and
+// header checksum; IPv6 traffic class, flow label and hop limit; the UDP
+// checksum; BTH byte 4 (FECN, BECN, Resv6a). The IPv4 identification is
+// covered, so the sender must know the ID the datagram will carry.
+//
+// NetworkHeaders holds the IP and UDP fields of one datagram; the ICRC is
+// computed from them and the transport bytes without building the datagram,
+// so a transport that hands the kernel only the UDP payload can still compute
+// it, and over a scatter list (header buffer, payload pieces, pad) with no
+// copy.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "wire/roce/headers.h"
+
+namespace softrdma::roce {
+
+using Gid = std::array<uint8_t, 16>;
+
+// The IPv4-mapped GID ::ffff:a.b.c.d (roce-wire.md §1.5) of an address given
+// as its four bytes in network order.
+Gid Ipv4MappedGid(std::span<const uint8_t, 4> address);
+bool IsIpv4Mapped(const Gid& gid);
+
+// The IP and UDP header fields of a RoCEv2 datagram. For IPv4 the addresses
+// are IPv4-mapped GIDs. The masked fields (traffic_class, hop_limit,
+// flow_label, udp_checksum) do not change the ICRC; they matter only when a
+// whole datagram is built (ip_datagram.h).
+struct NetworkHeaders {
+  uint8_t ip_version = 4;  // 4 or 6
+  Gid src_gid{};
+  Gid dst_gid{};
+  uint16_t ipv4_identification = 0;
+  uint16_t ipv4_flags_fragment = 0x4000;  // DF, offset 0: RoCE is never fragmented
+  uint8_t traffic_class = 0;              // IPv4 TOS / IPv6 traffic class
+  uint8_t hop_limit = 64;                 // IPv4 TTL / IPv6 hop limit
+  uint32_t flow_label = 0;                // IPv6 only; rxe sends 0
+  uint16_t udp_src_port = 0xC000;
+  uint16_t udp_dst_port = kRoceUdpPort;
+  uint16_t udp_checksum = 0;  // rxe and NICs send 0 (IPv6 too)
+  bool operator==(const NetworkHeaders&) const = default;
+};
+
+// The CRC register (zlib convention: already inverted) after the 8 bytes of
+// 0xFF that stand in for the IB LRH. It equals ~0xDEBB20E3, rxe's seed.
+inline constexpr uint32_t kIcrcAfterLrhPrefix = 0x2144DF1C;
+
+// ICRC of the transport packet whose bytes (BTH through pad, without the
+// ICRC) are the concatenation of `pieces`, sent inside `net`. The first
+// piece(s) must hold the whole BTH (byte 4 is masked wherever it falls).
+uint32_t ComputeIcrc(const NetworkHeaders& net, std::span<const std::span<const uint8_t>> pieces);
+uint32_t ComputeIcrc(const NetworkHeaders& net, std::span<const uint8_t> transport);
+
+// The ICRC travels least-significant byte first (CRC 0xE26850D9 is sent as
+// d9 50 68 e2).
+void StoreIcrc(uint32_t icrc, std::span<uint8_t, kIcrcSize> out);
+uint32_t LoadIcrc(std::span<const uint8_t, kIcrcSize> in);
+
+}  // namespace softrdma::roce
