@@ -23,6 +23,10 @@ namespace {
 
 constexpr unsigned kWindowAccess =
     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+// Accepted in a bind's access and dropped: a window has no lkey, so local
+// write through it means nothing. mlx5 takes it too, and programs pass it
+// (pyverbs binds with LOCAL_WRITE | REMOTE_WRITE).
+constexpr unsigned kIgnoredWindowAccess = IBV_ACCESS_LOCAL_WRITE;
 
 // The checks of the bind that need the verbs objects; the MR table checks
 // the MR itself (live, MW_BIND, range, PD) under its lock.
@@ -36,7 +40,8 @@ int Bind(Engine& engine, Qp& qp, const SendWqe& w) {
   if (mw.pd != qp.verbs()->pd || (w.key >> 8) != mw.handle) return EINVAL;
   if (info.mr && info.mr->pd != mw.pd) return EPERM;
   if (!info.mr && (info.addr || info.length)) return EINVAL;
-  if (info.mw_access_flags & ~kWindowAccess) return EINVAL;  // zero-based windows: not supported
+  const unsigned access = info.mw_access_flags & ~kIgnoredWindowAccess;
+  if (access & ~kWindowAccess) return EINVAL;  // zero-based windows: not supported
   WindowBind b{};
   b.new_rkey = w.key;
   b.pd_id = qp.pd->id;
@@ -45,7 +50,7 @@ int Bind(Engine& engine, Qp& qp, const SendWqe& w) {
     b.mr_lkey = info.mr->lkey;
     b.addr = info.addr;
     b.length = info.length;
-    b.access = info.mw_access_flags;
+    b.access = access;
   }
   return engine.mr_table().BindWindow(b);
 }

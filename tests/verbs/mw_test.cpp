@@ -145,6 +145,31 @@ TEST_F(Mw, Type1WriteReadThroughWindow) {
   EXPECT_TRUE(std::equal(local.begin() + 2048, local.begin() + 2148, target.begin() + 600));
 }
 
+// LOCAL_WRITE in a bind's access is accepted and grants nothing (a window
+// has no lkey): pyverbs' MWTest binds with LOCAL_WRITE | REMOTE_WRITE, and
+// test_qp_ex_rc_bind_mw with LOCAL_WRITE alone and expects a remote access
+// error on a write through the window.
+TEST_F(Mw, Type1BindWithLocalWriteInItsAccess) {
+  ibv_mw* w = Alloc(IBV_MW_TYPE_1);
+  int st = -1;
+  ASSERT_EQ(Bind1(w, tmr, 0, 1024, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &st), 0);
+  ASSERT_EQ(st, IBV_WC_SUCCESS);
+  Pattern(0, 256, 41);
+  ASSERT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_WRITE, 0, Addr(0), 256, w->rkey), IBV_WC_SUCCESS);
+  EXPECT_TRUE(std::equal(local.begin(), local.begin() + 256, target.begin()));
+  // What the window grants is REMOTE_WRITE only.
+  EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_READ, 0, Addr(0), 64, w->rkey), IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(Mw, Type2BindWithLocalWriteOnlyGrantsNoRemoteAccess) {
+  ibv_mw* w = Alloc(IBV_MW_TYPE_2);
+  const uint32_t key = ibv_inc_rkey(w->rkey);
+  ASSERT_EQ(Bind2(b, cq_b, w, key, tmr, 0, 4096, IBV_ACCESS_LOCAL_WRITE), IBV_WC_SUCCESS);
+  EXPECT_EQ(State(b), IBV_QPS_RTS);
+  EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_WRITE, 0, Addr(0), 64, key), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(target[0], 0);
+}
+
 TEST_F(Mw, Type1OutsideWindowFails) {
   ibv_mw* w = Alloc(IBV_MW_TYPE_1);
   int st = -1;
