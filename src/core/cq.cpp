@@ -118,4 +118,19 @@ int Cq::Resize(int cqe) {
   return 0;
 }
 
+void Cq::RemoveQpCompletions(uint32_t qp_num) {
+  std::lock_guard<SpinLock> lock(lock_);
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < count_; ++i) {
+    const uint32_t from = Wrap(head_ + i);
+    if (entries_[from].qp_num == qp_num) continue;
+    const uint32_t to = Wrap(head_ + kept++);
+    if (to == from) continue;
+    entries_[to] = entries_[from];
+    if (!ts_.empty()) ts_[to] = ts_[from];
+    if (!wall_.empty()) wall_[to] = wall_[from];
+  }
+  SetCount(kept);
+}
+
 }  // namespace softrdma

@@ -73,6 +73,9 @@ class Cq {
   // Changes the capacity keeping queued completions; EINVAL if `cqe` is
   // smaller than what is queued.
   int Resize(int cqe);
+  // Drops the queued completions of QP `qp_num` (it was reset: as mlx4,
+  // mlx5 and hns clean the CQ then), keeping the others in order.
+  void RemoveQpCompletions(uint32_t qp_num);
 
   // ibv_start_poll .. ibv_end_poll: the completion being read and the
   // session lock that keeps other pollers of the extended API out.

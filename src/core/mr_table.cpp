@@ -99,6 +99,30 @@ int MrTable::Remove(uint32_t lkey) {
   return 0;
 }
 
+int MrTable::Reregister(uint32_t lkey, uint32_t pd_id, uint32_t access, uint64_t iova,
+                        uint64_t length, uint64_t host_addr, uint32_t extent) {
+  uint32_t index = lkey >> 8;
+  if (index == 0 || index >= kCapacity) return EINVAL;
+  std::lock_guard<SpinLock> lock(alloc_lock_);
+  MrEntry& e = entries_[index];
+  if (!e.live || e.window || e.lkey != lkey) return EINVAL;
+  if (e.windows) return EBUSY;
+  // Retired first, so no access validated against the old PD, access or
+  // memory is still copying when the new ones take effect.
+  Retire(e);
+  uint32_t seq = e.seq.load(std::memory_order_relaxed);
+  e.seq.store(seq + 1, std::memory_order_relaxed);
+  SeqlockStore(&e.pd_id, pd_id);
+  SeqlockStore(&e.access, access);
+  SeqlockStore(&e.iova, iova);
+  SeqlockStore(&e.length, length);
+  SeqlockStore(&e.host_addr, host_addr);
+  SeqlockStore(&e.extent, extent);
+  SeqlockStore(&e.live, 1u);
+  e.seq.store(seq + 2, std::memory_order_release);
+  return 0;
+}
+
 uint32_t MrTable::ExtentOf(uint32_t lkey) const {
   uint32_t index = lkey >> 8;
   if (index == 0 || index >= kCapacity) return 0;

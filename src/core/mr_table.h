@@ -88,6 +88,12 @@ class MrTable {
   // bound to it (they point into its memory).
   int Remove(uint32_t lkey);
   bool HasWindows(uint32_t lkey) const;
+  // ibv_rereg_mr: the region of `lkey` takes the new PD, access and
+  // translation under the same keys (as rxe and mlx5 keep them), after the
+  // accesses in flight to the old one are done. EINVAL for an unknown key,
+  // EBUSY while windows are bound to it.
+  int Reregister(uint32_t lkey, uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length,
+                 uint64_t host_addr, uint32_t extent);
   // The exported extent of the MR with this (valid, owner-side) lkey.
   uint32_t ExtentOf(uint32_t lkey) const;
 

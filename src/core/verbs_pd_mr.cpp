@@ -153,9 +153,9 @@ int DeregMr(ibv_mr* ibmr) {
 // Input errors that rdma-core's own wrapper catches before the provider
 // return IBV_REREG_MR_ERR_INPUT; everything refused past that point returns
 // IBV_REREG_MR_ERR_CMD with errno, the MR unchanged (ibv_rereg_mr(3)).
-// The region is re-registered under new keys, as the kernel may hand out on
-// hardware: keys held by peers for the old registration stop working, so a
-// stale rkey can never reach the new memory or a PD it was not given for.
+// The lkey and rkey stay (rxe and mlx5 keep them: "resources are reused"
+// in ibv_rereg_mr(3)), so a peer's rkey now opens the region with its new
+// PD, access and memory, and nothing of the old one.
 int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, int access_in) {
   auto input_error = [] {
     errno = EINVAL;
@@ -194,19 +194,17 @@ int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, in
     iova = reinterpret_cast<uintptr_t>(addr);  // as ibv_reg_mr
   }
 
-  if (engine->mr_table().HasWindows(ibmr->lkey)) return cmd_error(EBUSY);  // see DeregMr
-  // The new registration exists before the old one goes, so a failure
-  // (table full) leaves the MR exactly as it was.
+  // A new translation is exported before the region switches to it; the
+  // old export goes once no peer can reach it any more.
   Pd* pd = Pd::From(new_pd);
-  uint32_t lkey = 0, rkey = 0;
-  const uint32_t extent = ExportRegion(*engine, new_addr, new_length);
-  if (int rc = engine->mr_table().Add(pd->id, access, iova, new_length,
-                                      reinterpret_cast<uint64_t>(new_addr), &lkey, &rkey, extent)) {
-    engine->exporter().Release(extent);
-    return cmd_error(rc);
+  const bool moved = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+  const uint32_t extent = moved ? ExportRegion(*engine, new_addr, new_length) : mr->extent;
+  if (int rc = engine->mr_table().Reregister(ibmr->lkey, pd->id, access, iova, new_length,
+                                             reinterpret_cast<uint64_t>(new_addr), extent)) {
+    if (moved) engine->exporter().Release(extent);
+    return cmd_error(rc);  // EBUSY: windows are bound to it (see DeregMr)
   }
-  engine->mr_table().Remove(ibmr->lkey);
-  engine->exporter().Release(mr->extent);
+  if (moved) engine->exporter().Release(mr->extent);
   mr->extent = extent;
   if (new_pd != ibmr->pd) {
     pd->users.fetch_add(1);
@@ -215,8 +213,6 @@ int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, in
   ibmr->pd = new_pd;
   ibmr->addr = new_addr;
   ibmr->length = new_length;
-  ibmr->lkey = lkey;
-  ibmr->rkey = rkey;
   mr->pd_id = pd->id;
   mr->access = access;
   mr->iova = iova;

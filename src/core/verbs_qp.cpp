@@ -177,7 +177,14 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   ApplyAttributes(qp, *attr, mask);
   const ibv_qp_state prev = qp.state;
   if (next == IBV_QPS_RESET) {
+    // The QP's completions still queued go too, as mlx4, mlx5 and hns
+    // clean the CQs on reset (rxe leaves them): what a program polls after
+    // bringing a reset QP up again belongs to its new life. Under the QP's
+    // lock, so no completion of the QP is being added meanwhile.
+    Cq* cqs[] = {qp.send_cq, qp.recv_cq != qp.send_cq ? qp.recv_cq : nullptr};
     transport::ResetQueues(qp);
+    for (Cq* cq : cqs)
+      if (cq) cq->RemoveQpCompletions(ibqp->qp_num);
     qp.peer.reset();
   }
   if (next == IBV_QPS_RTR && prev == IBV_QPS_INIT) {
