@@ -10,6 +10,7 @@ packages=(
   zlib1g-dev                         # crc32 for the RoCEv2 ICRC
   libgtest-dev googletest            # unit tests
   ibverbs-utils perftest rdmacm-utils  # unmodified programs the tests run
+  python3-pyverbs                    # rdma-core's conformance suite (tests/conformance)
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
