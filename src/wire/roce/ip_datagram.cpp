@@ -91,8 +91,15 @@ Status ParseDatagram(std::span<const uint8_t> ip, DatagramView* view) {
   size_t ip_header_length = 0;
   size_t ip_payload_length = 0;
   if (net.ip_version == 4) {
+    // What is not a RoCEv2 datagram is told apart first (protocol, fragment),
+    // so a capture's other traffic is never reported as a broken RoCE packet.
     if (ip.size() < kIpv4HeaderSize) return Refuse(EMSGSIZE, "shorter than an IPv4 header");
     if ((ip[0] & 0xF) != 5) return Refuse(EPROTONOSUPPORT, "IPv4 header with options");
+    if (ip[9] != kIpProtoUdp) return Refuse(EPROTONOSUPPORT, "IPv4 protocol is not UDP");
+    net.ipv4_flags_fragment = uint16_t(LoadBe(ip, 6, 2));
+    if ((net.ipv4_flags_fragment & (kIpv4MoreFragments | kIpv4FragmentOffsetMask)) != 0) {
+      return Refuse(EPROTONOSUPPORT, "IPv4 fragment");
+    }
     const size_t total = LoadBe(ip, 2, 2);
     if (total > ip.size()) return Refuse(EMSGSIZE, "shorter than its IPv4 total length");
     if (total < kIpv4HeaderSize) return Refuse(EBADMSG, "IPv4 total length below 20");
@@ -101,18 +108,14 @@ Status ParseDatagram(std::span<const uint8_t> ip, DatagramView* view) {
     }
     net.traffic_class = ip[1];
     net.ipv4_identification = uint16_t(LoadBe(ip, 4, 2));
-    net.ipv4_flags_fragment = uint16_t(LoadBe(ip, 6, 2));
-    if ((net.ipv4_flags_fragment & (kIpv4MoreFragments | kIpv4FragmentOffsetMask)) != 0) {
-      return Refuse(EPROTONOSUPPORT, "IPv4 fragment");
-    }
     net.hop_limit = ip[8];
-    if (ip[9] != kIpProtoUdp) return Refuse(EPROTONOSUPPORT, "IPv4 protocol is not UDP");
     net.src_gid = Ipv4MappedGid(ip.subspan(12).first<4>());
     net.dst_gid = Ipv4MappedGid(ip.subspan(16).first<4>());
     ip_header_length = kIpv4HeaderSize;
     ip_payload_length = total - kIpv4HeaderSize;
   } else if (net.ip_version == 6) {
     if (ip.size() < kIpv6HeaderSize) return Refuse(EMSGSIZE, "shorter than an IPv6 header");
+    if (ip[6] != kIpProtoUdp) return Refuse(EPROTONOSUPPORT, "IPv6 next header is not UDP");
     const uint32_t first_word = uint32_t(LoadBe(ip, 0, 4));
     net.traffic_class = uint8_t(first_word >> 20);
     net.flow_label = first_word & 0xFFFFF;
@@ -120,7 +123,6 @@ Status ParseDatagram(std::span<const uint8_t> ip, DatagramView* view) {
     if (kIpv6HeaderSize + ip_payload_length > ip.size()) {
       return Refuse(EMSGSIZE, "shorter than its IPv6 payload length");
     }
-    if (ip[6] != kIpProtoUdp) return Refuse(EPROTONOSUPPORT, "IPv6 next header is not UDP");
     net.hop_limit = ip[7];
     std::copy_n(ip.begin() + 8, 16, net.src_gid.begin());
     std::copy_n(ip.begin() + 24, 16, net.dst_gid.begin());
@@ -134,12 +136,12 @@ Status ParseDatagram(std::span<const uint8_t> ip, DatagramView* view) {
   net.udp_dst_port = uint16_t(LoadBe(udp, 2, 2));
   const size_t udp_length = LoadBe(udp, 4, 2);
   net.udp_checksum = uint16_t(LoadBe(udp, 6, 2));
+  if (net.udp_dst_port != kRoceUdpPort) {
+    return Refuse(EPROTONOSUPPORT, "UDP port " + std::to_string(net.udp_dst_port));
+  }
   if (udp_length != ip_payload_length) {
     return Refuse(EBADMSG, "UDP length " + std::to_string(udp_length) + " in an IP payload of " +
                                std::to_string(ip_payload_length) + " bytes");
-  }
-  if (net.udp_dst_port != kRoceUdpPort) {
-    return Refuse(EPROTONOSUPPORT, "UDP port " + std::to_string(net.udp_dst_port));
   }
   view->net = net;
   view->udp_payload = udp.subspan(kUdpHeaderSize);
