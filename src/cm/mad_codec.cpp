@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "util/big_endian.h"
+
 namespace softrdma::cm {
 namespace {
 
@@ -39,28 +41,15 @@ constexpr unsigned ShiftOf(Field f) {
   return unsigned(BytesSpanned(f) * 8) - f.bit - f.width;
 }
 
-// Big-endian read and write of the n <= 8 bytes at `offset`.
-constexpr uint64_t GetBe(std::span<const uint8_t> buf, size_t offset, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i) v = (v << 8) | buf[offset + i];
-  return v;
-}
-constexpr void PutBe(std::span<uint8_t> buf, size_t offset, size_t n, uint64_t v) {
-  for (size_t i = n; i-- > 0;) {
-    buf[offset + i] = uint8_t(v);
-    v >>= 8;
-  }
-}
-
 constexpr uint64_t GetField(std::span<const uint8_t> buf, Field f) {
-  return (GetBe(buf, f.byte, BytesSpanned(f)) >> ShiftOf(f)) & Mask(f.width);
+  return (LoadBe(buf, f.byte, BytesSpanned(f)) >> ShiftOf(f)) & Mask(f.width);
 }
 // Read-modify-write, so that the other fields sharing the bytes stay intact.
 constexpr void PutField(std::span<uint8_t> buf, Field f, uint64_t value) {
   const size_t n = BytesSpanned(f);
   const uint64_t mask = Mask(f.width) << ShiftOf(f);
-  const uint64_t old = GetBe(buf, f.byte, n);
-  PutBe(buf, f.byte, n, (old & ~mask) | ((value << ShiftOf(f)) & mask));
+  const uint64_t old = LoadBe(buf, f.byte, n);
+  StoreBe(buf, f.byte, n, (old & ~mask) | ((value << ShiftOf(f)) & mask));
 }
 
 // Message fields are bools, enums and unsigned integers.

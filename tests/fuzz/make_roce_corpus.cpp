@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../roce/roce_samples.h"
 #include "../roce/roce_vectors.h"
 #include "wire/roce/ip_datagram.h"
 
@@ -22,57 +23,6 @@ bool Write(const std::string& path, std::span<const uint8_t> bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   return bool(out);
-}
-
-size_t SampleLength(const OpcodeInfo& info) {
-  switch (info.payload) {
-    case PayloadRule::kNone:
-      return 0;
-    case PayloadRule::kFullMtu:
-      return 256;
-    case PayloadRule::kOneToMtu:
-      return 13;
-    case PayloadRule::kZeroToMtu:
-      return 5;
-    case PayloadRule::kExactly8:
-      return 8;
-  }
-  return 0;
-}
-
-TransportHeaders SampleHeaders(const OpcodeInfo& info) {
-  TransportHeaders h;
-  h.bth = Bth{.opcode = info.opcode,
-              .becn = info.service == TransportService::kCnp,
-              .dest_qp = 0x12,
-              .ack_req = info.ack_req == AckReqRule::kOnEnd && info.IsLastOfMessage(),
-              .psn = 0x000100};
-  h.rdeth.eecn = 0x7;
-  h.deth = Deth{.qkey = kGsiQkey, .src_qp = 0x11};
-  h.feth = Feth{.selectivity = 1, .placement = 1};
-  h.reth = Reth{.va = 0x10000, .rkey = 0x1234, .dma_length = 4096};
-  h.atomic_eth = AtomicEth{.va = 0x2000, .rkey = 0x99, .swap_add = 1, .compare = 2};
-  h.imm_data = 0x01020304;
-  h.invalidate_rkey = 0x4321;
-  h.aeth = Aeth{.syndrome = kAckNoCredits, .msn = 3};
-  h.atomic_ack.original = 42;
-  return h;
-}
-
-NetworkHeaders SampleNet(uint8_t ip_version) {
-  NetworkHeaders net;
-  net.ip_version = ip_version;
-  if (ip_version == 4) {
-    const uint8_t a[4] = {192, 168, 1, 10}, b[4] = {192, 168, 1, 20};
-    net.src_gid = Ipv4MappedGid(a);
-    net.dst_gid = Ipv4MappedGid(b);
-  } else {
-    net.src_gid[0] = net.dst_gid[0] = 0xfd;
-    net.src_gid[15] = 1;
-    net.dst_gid[15] = 2;
-  }
-  net.udp_src_port = 0xC132;
-  return net;
 }
 
 }  // namespace
@@ -94,12 +44,14 @@ int main(int argc, char** argv) {
       if (version == 6 && info.opcode != 0x04 && info.opcode != 0x11 && info.opcode != 0x65) {
         continue;
       }
-      const size_t length = SampleLength(info);
+      const size_t length = samples::PayloadLength(info, 256);
       std::vector<uint8_t> payload(length);
       for (size_t i = 0; i < length; ++i) payload[i] = uint8_t('a' + i % 26);
       std::vector<uint8_t> out(NetworkHeaderLength(version) + PacketLength(info, length));
       size_t written = 0;
-      if (!EncodeDatagram(SampleNet(version), SampleHeaders(info), payload, out, &written).ok()) {
+      if (!EncodeDatagram(samples::Net(version), samples::Headers(info, 0x100), payload, out,
+                          &written)
+               .ok()) {
         std::fprintf(stderr, "%s: cannot encode opcode 0x%02x\n", argv[0], info.opcode);
         return 1;
       }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "roce_samples.h"
 #include "wire/roce/ip_datagram.h"
 #include "wire/roce/packet.h"
 
@@ -31,45 +32,6 @@ bool Allowed(const OpcodeInfo& info, size_t length) {
   return false;
 }
 
-// Distinct, nonzero values in every header an opcode may carry.
-TransportHeaders Headers(const OpcodeInfo& info, uint32_t seed) {
-  TransportHeaders h;
-  h.bth = Bth{.opcode = info.opcode,
-              .solicited = (seed & 1) != 0,
-              .pkey = kDefaultPkey,
-              .becn = info.service == TransportService::kCnp,
-              .dest_qp = 0x123400 + seed,
-              .ack_req = info.ack_req == AckReqRule::kOnEnd && info.IsLastOfMessage(),
-              .psn = (0xFFFFF0 + seed) & kPsnMask};
-  if (info.Has(kRdethBit)) h.rdeth.eecn = 0x0E0E0E;
-  if (info.Has(kDethBit)) h.deth = Deth{.qkey = 0x11111111 + seed, .src_qp = 0x222222};
-  if (info.Has(kFethBit)) h.feth = Feth{.selectivity = 1, .placement = 3};
-  if (info.Has(kRethBit)) h.reth = Reth{.va = 0x7F0000001000, .rkey = 0xABCD, .dma_length = 9000};
-  if (info.Has(kAtomicEthBit)) {
-    h.atomic_eth = AtomicEth{.va = 0x1008, .rkey = 0x77, .swap_add = 5, .compare = 6};
-  }
-  if (info.Has(kImmDtBit)) h.imm_data = 0xC0FFEE00 + seed;
-  if (info.Has(kIethBit)) h.invalidate_rkey = 0x4321;
-  if (info.Has(kAethBit)) h.aeth = Aeth{.syndrome = kAckNoCredits, .msn = 0x00ABCD};
-  if (info.Has(kAtomicAckEthBit)) h.atomic_ack.original = 0x0102030405060708;
-  return h;
-}
-
-NetworkHeaders Net(uint8_t ip_version) {
-  NetworkHeaders net;
-  net.ip_version = ip_version;
-  if (ip_version == 4) {
-    const uint8_t a[4] = {10, 0, 0, 1}, b[4] = {10, 0, 0, 2};
-    net.src_gid = Ipv4MappedGid(a);
-    net.dst_gid = Ipv4MappedGid(b);
-  } else {
-    net.src_gid = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    net.dst_gid = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
-  }
-  net.udp_src_port = 0xC132;
-  return net;
-}
-
 TEST(RocePacketRoundTrip, EveryOpcodeEveryAllowedLengthBothIpVersions) {
   int checked = 0;
   for (const OpcodeInfo& info : AllOpcodes()) {
@@ -78,8 +40,8 @@ TEST(RocePacketRoundTrip, EveryOpcodeEveryAllowedLengthBothIpVersions) {
         if (!Allowed(info, length)) continue;
         std::vector<uint8_t> payload(length);
         for (size_t i = 0; i < length; ++i) payload[i] = uint8_t(i * 7 + info.opcode);
-        const TransportHeaders headers = Headers(info, uint32_t(length));
-        const NetworkHeaders net = Net(version);
+        const TransportHeaders headers = samples::Headers(info, 0xFFFFF0 + uint32_t(length));
+        const NetworkHeaders net = samples::Net(version);
 
         std::vector<uint8_t> packet(PacketLength(info, length));
         size_t written = 0;
@@ -119,14 +81,12 @@ TEST(RocePacketRoundTrip, EveryOpcodeEveryAllowedLengthBothIpVersions) {
 // packet fail to parse, whichever check notices first.
 TEST(RocePacketRoundTrip, EveryCoveredByteIsProtected) {
   for (const OpcodeInfo& info : AllOpcodes()) {
-    const size_t length = info.payload == PayloadRule::kNone       ? 0
-                          : info.payload == PayloadRule::kExactly8 ? 8
-                                                                   : 256;
+    const size_t length = samples::PayloadLength(info, 256);
     std::vector<uint8_t> payload(length, 0x5A);
     std::vector<uint8_t> packet(PacketLength(info, length));
     size_t written = 0;
-    const NetworkHeaders net = Net(4);
-    ASSERT_TRUE(EncodePacket(net, Headers(info, 1), payload, packet, &written).ok());
+    const NetworkHeaders net = samples::Net(4);
+    ASSERT_TRUE(EncodePacket(net, samples::Headers(info, 1), payload, packet, &written).ok());
     for (size_t i = 0; i < packet.size(); ++i) {
       std::vector<uint8_t> changed = packet;
       changed[i] ^= 0x01;

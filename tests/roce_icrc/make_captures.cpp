@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../roce/roce_samples.h"
 #include "../roce/roce_vectors.h"
 #include "pcap_file.h"
 #include "wire/roce/ip_datagram.h"
@@ -82,58 +83,6 @@ Frame ArpFrame() {
   return frame;
 }
 
-size_t SampleLength(const OpcodeInfo& info) {
-  switch (info.payload) {
-    case PayloadRule::kNone:
-      return 0;
-    case PayloadRule::kFullMtu:
-      return 1024;
-    case PayloadRule::kOneToMtu:
-      return 1021;  // pad 3
-    case PayloadRule::kZeroToMtu:
-      return 6;  // pad 2
-    case PayloadRule::kExactly8:
-      return 8;
-  }
-  return 0;
-}
-
-// The headers a real sender would put in each opcode's packet.
-TransportHeaders SampleHeaders(const OpcodeInfo& info, uint32_t psn) {
-  TransportHeaders h;
-  h.bth = Bth{.opcode = info.opcode,
-              .becn = info.service == TransportService::kCnp,
-              .dest_qp = 0x000012,
-              .ack_req = info.ack_req == AckReqRule::kOnEnd && info.IsLastOfMessage(),
-              .psn = psn};
-  h.rdeth.eecn = 1;
-  h.deth = Deth{.qkey = 0x11111111, .src_qp = 0x000011};
-  h.feth = Feth{.selectivity = 0, .placement = 1};
-  h.reth = Reth{.va = 0x7f0000001000, .rkey = 0x1234, .dma_length = 2048};
-  h.atomic_eth = AtomicEth{.va = 0x7f0000002000, .rkey = 0x1234, .swap_add = 1, .compare = 0};
-  h.imm_data = 0x01020304;
-  h.invalidate_rkey = 0x5678;
-  h.aeth = Aeth{.syndrome = kAckNoCredits, .msn = psn};
-  h.atomic_ack.original = 41;
-  return h;
-}
-
-NetworkHeaders SampleNet(uint8_t ip_version) {
-  NetworkHeaders net;
-  net.ip_version = ip_version;
-  if (ip_version == 4) {
-    const uint8_t a[4] = {192, 168, 1, 10}, b[4] = {192, 168, 1, 20};
-    net.src_gid = Ipv4MappedGid(a);
-    net.dst_gid = Ipv4MappedGid(b);
-  } else {
-    net.src_gid[0] = net.dst_gid[0] = 0xfd;
-    net.src_gid[15] = 1;
-    net.dst_gid[15] = 2;
-  }
-  net.udp_src_port = 0xC132;
-  return net;
-}
-
 bool Fail(const char* what) {
   std::fprintf(stderr, "make_captures: %s\n", what);
   return false;
@@ -144,12 +93,13 @@ bool WriteOpcodes(const std::string& dir) {
   std::string listing;
   uint32_t psn = 100;
   auto add = [&](const OpcodeInfo& info, uint8_t version) {
-    const size_t length = SampleLength(info);
+    const size_t length = samples::PayloadLength(info, 1024);
     std::vector<uint8_t> payload(length);
     for (size_t i = 0; i < length; ++i) payload[i] = uint8_t(i);
     std::vector<uint8_t> ip(NetworkHeaderLength(version) + PacketLength(info, length));
     size_t written = 0;
-    if (!EncodeDatagram(SampleNet(version), SampleHeaders(info, psn), payload, ip, &written).ok()) {
+    if (!EncodeDatagram(samples::Net(version), samples::Headers(info, psn), payload, ip, &written)
+             .ok()) {
       return false;
     }
     frames.push_back(Ethernet(ip, version));

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "wire/roce/big_endian.h"
+#include "util/big_endian.h"
 
 namespace softrdma::roce {
 

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <string>
 
-#include "wire/roce/big_endian.h"
+#include "util/big_endian.h"
 
 namespace softrdma::roce {
 namespace {

@@ -1,14 +1,14 @@
-// Big-endian (network order) loads and stores of 1..8 byte fields, for the
-// RoCEv2 headers (roce-wire.md: every multi-byte header field is big-endian;
-// only the ICRC is not, see icrc.h). Callers pass spans whose size they have
-// already checked, so these never read or write outside them.
+// Big-endian (network order) loads and stores of 1..8 byte fields: the wire
+// formats (CM MADs, RoCEv2 headers; only the RoCEv2 ICRC is little-endian)
+// are big-endian. Callers pass spans whose size they have already checked,
+// so these never read or write outside them. Usable in constant expressions.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
-namespace softrdma::roce {
+namespace softrdma {
 
 constexpr uint64_t LoadBe(std::span<const uint8_t> bytes, size_t offset, size_t n) {
   uint64_t value = 0;
@@ -23,4 +23,4 @@ constexpr void StoreBe(std::span<uint8_t> bytes, size_t offset, size_t n, uint64
   }
 }
 
-}  // namespace softrdma::roce
+}  // namespace softrdma
