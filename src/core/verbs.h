@@ -99,6 +99,9 @@ ibv_qp* CreateXrcTargetQp(ibv_context* context, ibv_qp_init_attr_ex* attr);
 bool ReleaseXrcTarget(Qp& qp);
 // The last handle is gone: unbind its SRQ, leave its domain.
 void FinishXrcTarget(Qp& qp);
+// Handles of another process's target QP (Qp::xrc_foreign).
+int QueryForeignTarget(Qp& qp, ibv_qp_attr* attr, ibv_qp_init_attr* init_attr);
+void DestroyForeignTarget(Qp* qp);
 
 // --- AH (verbs_ah.cpp)
 ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr);

@@ -156,6 +156,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return EIO;
   Qp& qp = *Qp::From(ibqp);
+  if (qp.xrc_foreign) return EOPNOTSUPP;  // the QP lives in another process
   std::lock_guard<SpinLock> lock(qp.lock);
   // The kernel drops, before any check, the attributes of the side an XRC
   // QP has not got (uverbs' modify_qp_mask): perftest -c XRC passes RC's
@@ -214,6 +215,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
 int QueryQp(ibv_qp* ibqp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
   if (!ibqp || !attr || !init_attr) return EINVAL;
   Qp& qp = *Qp::From(ibqp);
+  if (qp.xrc_foreign) return QueryForeignTarget(qp, attr, init_attr);  // verbs_xrc.cpp
   std::lock_guard<SpinLock> lock(qp.lock);
   *attr = qp.attr;
   attr->qp_state = qp.state;
@@ -236,6 +238,10 @@ int DestroyQp(ibv_qp* ibqp) {
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return EIO;
   Qp* qp = Qp::From(ibqp);
+  if (qp->xrc_foreign) {
+    DestroyForeignTarget(qp);  // the QP itself lives on in its process
+    return 0;
+  }
   // An XRC target lives until its last handle is closed (verbs_xrc.cpp).
   if (qp->type == IBV_QPT_XRC_RECV && ReleaseXrcTarget(*qp)) return 0;
   {

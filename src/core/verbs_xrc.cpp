@@ -3,6 +3,9 @@
 // ibv_open_qp. Domains are core/xrcd.*; the data path is transport/xrc.*.
 #include <cerrno>
 #include <mutex>
+#include <new>
+
+#include <pthread.h>
 
 #include "core/cq.h"
 #include "core/limits.h"
@@ -41,6 +44,7 @@ void DetachXrcSrq(ibv_srq* ibsrq) {
   Engine* engine = Engine::Get(nullptr);
   if (engine) transport::PublishXrcSrq(*engine, *srq, /*destroyed=*/true);
   transport::UnregisterXrcSrq(srq);
+  transport::ForgetXrcForwards(srq);
   if (engine) engine->registry().FreeQpn(engine->me(), srq->srq_num());
   srq->xrcd->users.fetch_sub(1);
   srq->cq->users.fetch_sub(1);
@@ -79,6 +83,47 @@ void FinishXrcTarget(Qp& qp) {
   qp.xrcd->users.fetch_sub(1);
 }
 
+namespace {
+
+// ibv_open_qp of a target QP owned by another process. The QP stays there
+// (messages reach its process, which hands those naming our SRQs over to
+// us: transport/xrc_forward.cpp); the handle only names it. It does not keep
+// the QP alive: the QP goes with its creator's last handle or its process.
+ibv_qp* OpenForeignTarget(ibv_context* context, const ibv_qp_open_attr& attr, const Xrcd& xrcd,
+                          Engine& engine, ProcRef owner) {
+  const PublishedQp* e = engine.registry().published_qp(attr.qp_num);
+  QpSnapshot s{};
+  if (e) s = ReadQpEntry(*e);
+  // Of our domain: its token (a hash of the domain file, the same in every
+  // process) is ours. A private domain is never another process's.
+  if (!e || s.owner_slot != owner.slot || s.owner_gen != owner.gen || s.type != IBV_QPT_XRC_RECV ||
+      xrcd.private_id || s.pd_id != xrcd.token) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* qp = new (std::nothrow) Qp();
+  if (!qp) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  qp->ctx = Context::From(context);
+  qp->type = IBV_QPT_XRC_RECV;
+  qp->xrc_foreign = true;
+  qp->xrc_owner = owner;
+  ibv_qp& q = *qp->verbs();
+  q.context = context;
+  q.qp_context = attr.qp_context;
+  q.qp_num = attr.qp_num;
+  q.qp_type = IBV_QPT_XRC_RECV;
+  q.state = static_cast<ibv_qp_state>(s.state);
+  q.handle = attr.qp_num;  // no kernel handle; unique enough for a name
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  return &q;
+}
+
+}  // namespace
+
 ibv_qp* OpenQp(ibv_context* context, ibv_qp_open_attr* attr) {
   if (!context || !attr) {
     errno = EINVAL;
@@ -95,17 +140,41 @@ ibv_qp* OpenQp(ibv_context* context, ibv_qp_open_attr* attr) {
   }
   // The handle is the QP itself (one more reference): modify, query and
   // destroy through it act on the shared target QP, as on a kernel's.
-  if (Qp* qp = transport::OpenXrcTarget(attr->qp_num, *Xrcd::From(attr->xrcd))) return qp->verbs();
-  // A target QP of another process would need its state shared across
-  // processes; not implemented yet.
+  const Xrcd& xrcd = *Xrcd::From(attr->xrcd);
+  if (Qp* qp = transport::OpenXrcTarget(attr->qp_num, xrcd)) return qp->verbs();
   Engine* engine = Engine::Get(nullptr);
   ProcRef owner;
-  if (engine && engine->registry().LookupQpn(attr->qp_num, &owner) && !(owner == engine->me())) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (engine && engine->registry().LookupQpn(attr->qp_num, &owner) && !(owner == engine->me()))
+    return OpenForeignTarget(context, *attr, xrcd, *engine, owner);
   errno = EINVAL;  // no such target QP in the domain (the kernel's answer)
   return nullptr;
+}
+
+int QueryForeignTarget(Qp& qp, ibv_qp_attr* attr, ibv_qp_init_attr* init_attr) {
+  *attr = ibv_qp_attr{};
+  *init_attr = ibv_qp_init_attr{};
+  Engine* engine = Engine::Get(nullptr);
+  const uint32_t qpn = qp.verbs()->qp_num;
+  const PublishedQp* e = engine ? engine->registry().published_qp(qpn) : nullptr;
+  ProcRef owner;
+  // Gone with its process or destroyed there: reported as in ERR.
+  ibv_qp_state state = IBV_QPS_ERR;
+  if (e && engine->registry().LookupQpn(qpn, &owner) && owner == qp.xrc_owner) {
+    QpSnapshot s = ReadQpEntry(*e);
+    if (s.owner_slot == owner.slot && s.owner_gen == owner.gen)
+      state = static_cast<ibv_qp_state>(s.state);
+  }
+  attr->qp_state = attr->cur_qp_state = state;
+  qp.verbs()->state = state;
+  init_attr->qp_context = qp.verbs()->qp_context;
+  init_attr->qp_type = IBV_QPT_XRC_RECV;
+  return 0;
+}
+
+void DestroyForeignTarget(Qp* qp) {
+  pthread_mutex_destroy(&qp->verbs()->mutex);
+  pthread_cond_destroy(&qp->verbs()->cond);
+  delete qp;
 }
 
 }  // namespace softrdma::verbs

@@ -27,21 +27,43 @@ constexpr off_t kLockOffset = LLONG_MAX - 1;
 
 std::atomic<uint64_t> g_next_private{1};
 
-// Domain tokens (Xrcd::token): one per file domain and per private domain.
+// Domain tokens (Xrcd::token). A file domain's token is a hash of its
+// device and inode with the top bit set, so that every process derives the
+// same one (ibv_open_qp checks it against another process's target QP);
+// a private domain's is a counter below that bit. Within one process a
+// hash already taken by another file is probed on, so tokens stay exact
+// here; across processes two files whose hashes collide (about 1 in 2^31
+// per pair) would look alike.
 std::mutex g_token_mutex;
-uint32_t g_next_token = 1;
+uint32_t g_next_private_token = 1;
+constexpr uint32_t kFileTokenBit = 0x80000000u;
+
+uint32_t HashFile(dev_t dev, ino_t ino) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the two numbers
+  for (uint64_t v : {static_cast<uint64_t>(dev), static_cast<uint64_t>(ino)}) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  }
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
 
 uint32_t FileDomainToken(dev_t dev, ino_t ino) {
   static auto* tokens = new std::map<std::pair<dev_t, ino_t>, uint32_t>();  // used at exit
+  static auto* taken = new std::map<uint32_t, std::pair<dev_t, ino_t>>();
   std::lock_guard<std::mutex> lock(g_token_mutex);
-  auto [it, inserted] = tokens->try_emplace({dev, ino}, g_next_token);
-  if (inserted) ++g_next_token;
-  return it->second;
+  if (auto it = tokens->find({dev, ino}); it != tokens->end()) return it->second;
+  uint32_t t = HashFile(dev, ino) | kFileTokenBit;
+  while (taken->count(t)) t = (t + 1) | kFileTokenBit;
+  tokens->emplace(std::pair{dev, ino}, t);
+  taken->emplace(t, std::pair{dev, ino});
+  return t;
 }
 
 uint32_t PrivateDomainToken() {
   std::lock_guard<std::mutex> lock(g_token_mutex);
-  return g_next_token++;
+  return g_next_private_token++ & ~kFileTokenBit;
 }
 
 flock LockByte(short type) {

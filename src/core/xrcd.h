@@ -28,8 +28,10 @@ struct Xrcd {
   ino_t ino = 0;
   uint64_t private_id = 0;  // non-zero for an fd -1 domain
   // Non-zero; equal for two handles of this process exactly when they are
-  // of the same domain. Published with XRC target QPs and SRQs, so that an
-  // initiator can check that an SRQ is in its target QP's domain.
+  // of the same domain, and for a file domain the same in every process
+  // (a hash of dev/ino: see xrcd.cpp). Published with XRC target QPs and
+  // SRQs, so that an initiator can check that an SRQ is in its target QP's
+  // domain and ibv_open_qp that another process's target is in ours.
   uint32_t token = 0;
   int lock_fd = -1;           // our own open file description holding the lock
   std::atomic<int> users{0};  // XRC SRQs and target QPs: close fails with EBUSY

@@ -12,6 +12,7 @@
 
 #include "core/limits.h"
 #include "transport/transport.h"
+#include "transport/xrc.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -500,6 +501,11 @@ void Engine::Dispatch(const shm::RecordView& view) {
   Qp* qp = hdr.dst_qpn < kQpnTableSize ? qp_by_qpn_[hdr.dst_qpn].load(std::memory_order_acquire)
                                        : nullptr;
   if (!qp) {
+    // Addressed to an XRC SRQ of ours (its number is not a QP's).
+    if (hdr.type == wire::RecordType::kXrcForward) {
+      transport::OnXrcForward(*this, hdr, view);
+      return;
+    }
     if (wire::IsRequest(hdr.type)) {
       // No such QP here. A NIC would drop the packet and let the requester
       // time out; we tell it at once, so that it need not retry, but it
@@ -522,6 +528,12 @@ void Engine::Dispatch(const shm::RecordView& view) {
     transport::OnAck(*this, *qp, hdr);
   } else if (hdr.type == wire::RecordType::kDatagram) {
     transport::OnDatagram(*this, *qp, hdr, view);
+  } else if (hdr.type == wire::RecordType::kXrcDone) {
+    // An XRC message handed to another process was placed (or not).
+    if (transport::OnXrcDone(*this, *qp, hdr) && !qp->ack_pending) {
+      qp->ack_pending = true;
+      ack_list_.push_back(qp);
+    }
   } else {
     transport::OnOneSidedResponse(*this, *qp, hdr, view);  // READ/atomic responses
   }

@@ -23,6 +23,12 @@ enum class RecordType : uint8_t {
   kAtomicResponse = 7,  // the original value (OneSidedEth::compare_add)
   kRemoteError = 8,     // the initiator found an access violation: go to ERR
   kDatagram = 9,        // UD SEND / SEND_WITH_IMM (transport/datagram.cpp): never answered
+  // XRC delivery to an SRQ of another process than the target QP's
+  // (transport/xrc_forward.cpp): the target's process hands the request
+  // over (an XrcForwardEth, then the request's own payload) and the SRQ's
+  // process answers with the outcome (`syndrome`, `psn`).
+  kXrcForward = 10,  // dst_qpn: the SRQ number; src_qpn: the target QP
+  kXrcDone = 11,     // dst_qpn: the target QP
 };
 
 inline bool IsRequest(RecordType t) {
@@ -96,6 +102,19 @@ struct OneSidedEth {
   uint64_t swap;
 };
 static_assert(sizeof(OneSidedEth) == 32);
+
+// Follows the header of kXrcForward: who sent the request (to pull from it
+// and to name it in the completion) and the target QP's domain, checked
+// exactly by the SRQ's process.
+struct XrcForwardEth {
+  uint32_t requester_slot;
+  uint32_t requester_gen;
+  uint32_t requester_qpn;
+  uint32_t reserved;
+  uint64_t domain_dev;
+  uint64_t domain_ino;
+};
+static_assert(sizeof(XrcForwardEth) == 32);
 
 // An element of the kPull iovec list: bytes of the requester's memory, and
 // the requester's exported extent holding them (core/memory_export.h; 0 =

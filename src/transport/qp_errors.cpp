@@ -30,6 +30,7 @@ void EnterError(Engine& engine, Qp& qp) {
   qp.peer_qp_gone = false;
   qp.frag_active = false;
   qp.frag_received = 0;
+  qp.xrc_fwd_pending = false;  // its outcome no longer matters
 }
 
 void FlushSendQueue(Qp& qp) {
@@ -51,6 +52,7 @@ void EnterSendQueueError(Qp& qp) {
 void ResetQueues(Qp& qp) {
   qp.srq_wqe_held = false;  // discarded without completion, as the QP's own WQEs
   if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);  // transport/xrc.cpp
+  qp.xrc_fwd_pending = false;
   qp.last_wqe_reached = false;
   qp.sq.tail = qp.sq.head;
   qp.sq_tx = qp.sq.head;

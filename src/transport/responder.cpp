@@ -80,8 +80,8 @@ void CompleteRecv(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire::Re
   });
 }
 
-// Copies `len` bytes at `src_off` of the ring record into the iovecs at
-// byte offset `dst_off`.
+}  // namespace
+
 void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iovec* iov, int n,
                        uint64_t dst_off, uint64_t len) {
   for (int i = 0; i < n && len; ++i) {
@@ -97,6 +97,8 @@ void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iove
     dst_off = 0;
   }
 }
+
+namespace {
 
 // The common receive, ahead of the general path: an RC QP with its own
 // receive queue, a whole message carried in the record, a one-SGE WQE that
@@ -123,16 +125,15 @@ void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iove
   return true;
 }
 
-enum class PullResult { kOk, kRefused, kFault };
+}  // namespace
 
-// Reads the requester's message into our receive buffers: by memcpy where
-// its registered memory is mapped here, else with cross-memory attach.
 PullResult PullFromRequester(PeerLink& peer, const iovec* local, int nlocal,
-                             const shm::RecordView& view, const wire::RecordHeader& req) {
+                             const shm::RecordView& view, uint32_t list_off,
+                             const wire::RecordHeader& req) {
   uint32_t niov = req.payload_len / sizeof(wire::RemoteIov);
   if (niov > limits::kMaxSge) return PullResult::kFault;
   wire::RemoteIov remote_list[limits::kMaxSge];
-  view.CopyOut(sizeof req, remote_list, niov * sizeof(wire::RemoteIov));
+  view.CopyOut(list_off, remote_list, niov * sizeof(wire::RemoteIov));
   iovec remote[limits::kMaxSge];
   uint32_t mapped = 0;
   PeerMappings::Pinned pin(peer.mappings.get());
@@ -161,8 +162,6 @@ PullResult PullFromRequester(PeerLink& peer, const iovec* local, int nlocal,
     return PullResult::kRefused;
   return PullResult::kFault;
 }
-
-}  // namespace
 
 void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
              uint32_t rnr_timer) {
@@ -269,10 +268,18 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
 
   RecvSlot slot;
   if (qp.type == IBV_QPT_XRC_RECV && !BindXrcSrq(qp, req.rnr_timer)) {
-    // No such SRQ here, or one of another XRC domain (transport/xrc.cpp).
-    nak(wire::Syndrome::kNakInvalidRequest);
-    EnterError(engine, qp);
-    return false;
+    // Not an SRQ of this process of our domain: one of another process of
+    // the domain gets the message handed over (transport/xrc_forward.cpp).
+    const XrcForward f = ForwardXrcRequest(engine, qp, req, view);
+    if (f == XrcForward::kNowhere) {
+      nak(wire::Syndrome::kNakInvalidRequest);
+      EnterError(engine, qp);
+    } else if (f == XrcForward::kForwarded && fragment) {
+      const bool last = req.flags & wire::kFlagLastFragment;
+      qp.frag_received = last ? 0 : qp.frag_received + req.payload_len;
+      qp.frag_active = !last;
+    }
+    return false;  // answered when the SRQ's process reports (OnXrcDone)
   }
   if (!AcquireRecv(qp, &slot)) {
     nak(wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
@@ -312,7 +319,7 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
       ScatterFromRecord(view, sizeof req, local, nlocal, 0, req.total_len);
       break;
     case wire::PayloadMode::kPull: {
-      PullResult r = PullFromRequester(*qp.peer, local, nlocal, view, req);
+      PullResult r = PullFromRequester(*qp.peer, local, nlocal, view, sizeof req, req);
       if (r == PullResult::kRefused) {
         SOFTRDMA_LOG(kInfo, "cannot read the requester's memory (%s): using the two-copy path",
                      strerror(errno));

@@ -79,6 +79,17 @@ bool PiggybackAck(const Qp& qp, wire::RecordHeader* h);
 void OnPiggybackedAck(Engine& engine, Qp& qp, const wire::RecordHeader& req);
 void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
              uint32_t rnr_timer = 0);
+// Copies `len` bytes at `src_off` of the ring record into the iovecs at
+// byte offset `dst_off`.
+void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iovec* iov, int n,
+                       uint64_t dst_off, uint64_t len);
+enum class PullResult { kOk, kRefused, kFault };
+// Reads a kPull request's message (its iovec list at `list_off` of the
+// record) into our receive buffers: by memcpy where the requester's
+// registered memory is mapped here, else with cross-memory attach.
+PullResult PullFromRequester(PeerLink& peer, const iovec* local, int nlocal,
+                             const shm::RecordView& view, uint32_t list_off,
+                             const wire::RecordHeader& req);
 
 // --- one-sided operations (one_sided.cpp): RDMA WRITE/READ and atomics
 inline bool IsOneSided(ibv_wr_opcode op) {  // inline: asked for every WQE transmitted

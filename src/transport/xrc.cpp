@@ -60,6 +60,18 @@ bool ReleaseXrcTargetHandle(Qp* qp) {
   return false;
 }
 
+Srq* AcquireXrcSrq(uint32_t srqn) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = Srqs().find(srqn);
+  if (it == Srqs().end()) return nullptr;
+  it->second->users.fetch_add(1);
+  return it->second;
+}
+
+void ReleaseXrcSrq(Srq* srq) {
+  srq->users.fetch_sub(1);
+}
+
 bool BindXrcSrq(Qp& qp, uint32_t srqn) {
   if (qp.srq_wqe_held) return true;
   std::lock_guard<std::mutex> lock(g_mutex);

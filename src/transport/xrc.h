@@ -5,9 +5,11 @@
 // XRC domain, and completes on that SRQ's CQ.
 //
 // SRQ numbers are host-unique (drawn from the registry's QPN space, so the
-// registry also records which process owns each one). The SRQ named must
-// live in the process that owns the target QP: that is where the message
-// arrives.
+// registry also records which process owns each one). A message arrives
+// in the process that owns the target QP; if the SRQ it names lives in
+// another process of the domain, the target's process hands it over
+// (transport/xrc_forward.cpp) and answers the requester once that process
+// reports the outcome.
 //
 // RDMA WRITE/READ and atomics through a target QP are checked against the
 // PD of the SRQ the request names (the target QP has no PD), as IBA's XRC
@@ -23,6 +25,8 @@
 
 #include "core/qp.h"
 #include "host/published_qp.h"
+#include "transport/messages.h"
+#include "wire/shm/ring.h"
 
 namespace softrdma {
 class Engine;
@@ -45,6 +49,11 @@ Qp* OpenXrcTarget(uint32_t qpn, const Xrcd& xrcd);
 // Drops a handle: true while others remain (then nothing is destroyed).
 bool ReleaseXrcTargetHandle(Qp* qp);
 
+// This process's XRC SRQ numbered `srqn`, held (counted as a user, so it is
+// not destroyed) until ReleaseXrcSrq; nullptr if there is none.
+Srq* AcquireXrcSrq(uint32_t srqn);
+void ReleaseXrcSrq(Srq* srq);
+
 // Responder, caller holds qp.lock: points qp.srq / qp.recv_cq at the SRQ
 // numbered `srqn`. A QP already holding a WQE (a message in fragments) keeps
 // its SRQ. false = no XRC SRQ of that number here, or one of another domain:
@@ -52,6 +61,28 @@ bool ReleaseXrcTargetHandle(Qp* qp);
 bool BindXrcSrq(Qp& qp, uint32_t srqn);
 // The message is placed (or nothing was there to take): let the SRQ go.
 void UnbindXrcSrq(Qp& qp);
+
+// --- Delivery to an SRQ of another process (xrc_forward.cpp)
+enum class XrcForward {
+  kNowhere,    // no SRQ of that number in the target's domain anywhere
+  kForwarded,  // handed over; OnXrcDone answers the requester
+  kBlocked,    // that process's ring is full: dropped, the requester retries
+};
+// Target's process, caller holds qp.lock: the SEND `req` names an SRQ that
+// is not ours. While the outcome is awaited the QP does not advance (later
+// PSNs are dropped as from the future; retransmissions are handed over
+// again and recognised by the SRQ's process).
+XrcForward ForwardXrcRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                             const shm::RecordView& view);
+// SRQ's process (a kXrcForward record, from the ring consumer): places the
+// message in a WQE of the SRQ, completes it on the SRQ's CQ and reports.
+void OnXrcForward(Engine& engine, const wire::RecordHeader& fwd, const shm::RecordView& view);
+// Target's process, caller holds qp.lock: the outcome arrived. true = the
+// message is done and the requester is owed an ACK.
+bool OnXrcDone(Engine& engine, Qp& qp, const wire::RecordHeader& done);
+// The SRQ is being destroyed: forgets a message in fragments holding one of
+// its WQEs.
+void ForgetXrcForwards(const Srq* srq);
 
 // Post-time rule of an XRC initiator: 0 or EOPNOTSUPP (SEND, SEND_WITH_IMM,
 // RDMA WRITE/WRITE_WITH_IMM/READ and the two atomics carry a target SRQ).

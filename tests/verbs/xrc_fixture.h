@@ -114,14 +114,16 @@ inline int PostSrqRecv(ibv_srq* srq, ibv_mr* mr, void* buf, uint32_t len, uint64
   return ibv_post_srq_recv(srq, &wr, &bad);
 }
 
+// A signaled SEND (or, with `imm`, SEND_WITH_IMM carrying it) to SRQ `srqn`.
 inline int PostXrcSend(ibv_qp* qp, ibv_mr* mr, const void* buf, uint32_t len, uint32_t srqn,
-                       uint64_t id) {
+                       uint64_t id, const uint32_t* imm = nullptr) {
   ibv_sge sge{reinterpret_cast<uintptr_t>(buf), len, mr->lkey};
   ibv_send_wr wr{};
   wr.wr_id = id;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
+  wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  wr.imm_data = imm ? *imm : 0;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.qp_type.xrc.remote_srqn = srqn;
   ibv_send_wr* bad = nullptr;
