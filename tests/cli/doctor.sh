@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# softrdma doctor reports its four checks, names the library it found with
+# softrdma0, exits with the status its findings call for (0 ok, 1 warnings,
+# 3 failures), and its verdict on softrdma run matches what run really does.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=cli_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
+cli_init cli_doctor
+
+out="$SR_TMP/out"
+cli_run "$out" doctor
+for check in library "shared memory" "cross-memory attach" "softrdma run"; do
+  grep -Eq "^\[(ok|warning|FAILED)\] +$check: " "$out" || sr_fail "no '$check' line"
+done
+grep -E '^\[ok\] +library: ' "$out" | grep -q "$SR_LIB_DIR: softrdma0, port 1 ACTIVE" ||
+  sr_fail "the library line does not show $SR_LIB_DIR with softrdma0 port 1 ACTIVE"
+expected=0
+grep -q '^\[warning\]' "$out" && expected=1
+grep -q '^\[FAILED\]' "$out" && expected=3
+((CLI_RC == expected)) || sr_fail "doctor exited with $CLI_RC, its findings call for $expected"
+
+run_out="$SR_TMP/run.out"
+cli_run "$run_out" run true
+if grep -Eq '^\[ok\] +softrdma run: ' "$out"; then
+  ((CLI_RC == 0)) || sr_fail "doctor says softrdma run works, but it exited with $CLI_RC"
+else
+  ((CLI_RC == 124 || CLI_RC == 125)) || sr_fail "doctor says softrdma run fails, but it exited with $CLI_RC"
+fi
+sr_log "PASS: four checks reported, exit $expected as the findings say, run verdict confirmed"
