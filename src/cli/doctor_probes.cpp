@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include <fcntl.h>
@@ -19,6 +18,7 @@
 #include "cli/device_query.h"
 #include "cli/mount_stage.h"
 #include "cli/namespace_entry.h"
+#include "cli/proc_values.h"
 
 namespace softrdma::cli {
 
@@ -26,22 +26,6 @@ namespace {
 
 constexpr uid_t kNobody = 65534;
 constexpr int kCapSysPtrace = 19;
-
-int ReadIntFile(const char* path) {
-  std::ifstream in(path);
-  int value = -1;
-  return (in >> value) ? value : -1;
-}
-
-// The value of a "Name:\t<value>" line of /proc/self/status.
-std::string StatusField(const std::string& name) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + ":", 0) == 0) return line.substr(name.size() + 1);
-  }
-  return "";
-}
 
 bool WriteAll(int fd, const void* data, size_t size) {
   return write(fd, data, size) == static_cast<ssize_t>(size);

@@ -1,39 +1,21 @@
 #include "cli/userns_advice.h"
 
 #include <cerrno>
-#include <fstream>
 #include <string>
 
 #include <unistd.h>
 
+#include "cli/proc_values.h"
+
 namespace softrdma::cli {
-
-namespace {
-
-int ReadIntFile(const char* path) {
-  std::ifstream in(path);
-  int value = -1;
-  if (!(in >> value)) return -1;
-  return value;
-}
-
-int ReadSeccompMode() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Seccomp:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
-}
-
-}  // namespace
 
 UsernsFacts ReadUsernsFacts() {
   UsernsFacts facts;
   facts.max_user_namespaces = ReadIntFile("/proc/sys/user/max_user_namespaces");
   facts.unprivileged_userns_clone = ReadIntFile("/proc/sys/kernel/unprivileged_userns_clone");
   facts.apparmor_restrict = ReadIntFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
-  facts.seccomp_mode = ReadSeccompMode();
+  const std::string seccomp = StatusField("Seccomp");
+  facts.seccomp_mode = seccomp.empty() ? -1 : std::stoi(seccomp);
   facts.is_root = geteuid() == 0;
   return facts;
 }
