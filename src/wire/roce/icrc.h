@@ -33,7 +33,7 @@ bool IsIpv4Mapped(const Gid& gid);
 // flow_label, udp_checksum) do not change the ICRC; they matter only when a
 // whole datagram is built (ip_datagram.h).
 struct NetworkHeaders {
-  uint8_t ip_version = 4;  // 4 or 6
+  uint8_t ip_version = 4;  // 4 or 6 (ComputeIcrc takes anything but 4 as 6)
   Gid src_gid{};
   Gid dst_gid{};
   uint16_t ipv4_identification = 0;
