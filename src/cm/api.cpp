@@ -24,24 +24,6 @@ bool ValidPortSpace(rdma_port_space ps) {
   return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
 }
 
-// A synchronous id's call waits for its event (librdmacm's behaviour for ids
-// created without a channel): the event stays in id->event for the
-// application to read, a failed one turns into errno.
-int WaitForEvent(IdPrivate* id) {
-  if (!id->sync) return 0;
-  if (id->id.event != nullptr) {
-    AckCmEvent(id->id.event);
-    id->id.event = nullptr;
-  }
-  EventPrivate* event = PopEvent(id->channel);
-  if (event == nullptr) return -1;
-  id->id.event = &event->event;
-  int status = event->event.status;
-  if (status == 0) return 0;
-  if (event->event.event == RDMA_CM_EVENT_REJECTED) return Fail(ECONNREFUSED);
-  return Fail(status < 0 ? -status : status);
-}
-
 void ReleaseCqs(IdPrivate* id) {
   if (!id->own_cqs) return;
   if (id->id.send_cq != nullptr && id->id.send_cq != id->id.recv_cq) {
@@ -90,6 +72,25 @@ ibv_pd* PdFor(Service* service, IdPrivate* id, ibv_pd* pd) {
 }
 
 }  // namespace
+
+// A synchronous id's call waits for its event (librdmacm's behaviour for ids
+// created without a channel): the event stays in id->event for the
+// application to read, a failed one turns into errno.
+int WaitForEvent(IdPrivate* id) {
+  if (!id->sync) return 0;
+  if (id->id.event != nullptr) {
+    AckCmEvent(id->id.event);
+    id->id.event = nullptr;
+  }
+  EventPrivate* event = PopEvent(id->channel);
+  if (event == nullptr) return -1;
+  DeliverMulticastJoin(event);
+  id->id.event = &event->event;
+  int status = event->event.status;
+  if (status == 0) return 0;
+  if (event->event.event == RDMA_CM_EVENT_REJECTED) return Fail(ECONNREFUSED);
+  return Fail(status < 0 ? -status : status);
+}
 
 rdma_event_channel* CreateEventChannel() {
   if (Service::Get() == nullptr) return nullptr;
@@ -350,6 +351,7 @@ int GetCmEvent(rdma_event_channel* channel, rdma_cm_event** event_out) {
   if (channel == nullptr || event_out == nullptr) return Fail(EINVAL);
   EventPrivate* event = PopEvent(ChannelPrivate::Of(channel));
   if (event == nullptr) return -1;
+  DeliverMulticastJoin(event);
   if (event->event.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
     // The listener's backlog counts requests not yet read.
     Service* service = Service::Get();

@@ -6,6 +6,8 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include "cm/event_channel.h"
+
 namespace softrdma::cm {
 
 rdma_event_channel* CreateEventChannel();
@@ -40,6 +42,21 @@ ibv_context** GetDevices(int* num_devices);
 void FreeDevices(ibv_context** list);
 __be16 GetSrcPort(rdma_cm_id* id);
 __be16 GetDstPort(rdma_cm_id* id);
+// For the calls of a synchronous id (created without a channel): waits for
+// the event the call queued and leaves it in id->event; a failed one turns
+// into -1 + errno. Returns 0 at once for an id with a channel.
+int WaitForEvent(struct IdPrivate* id);
+
+// Multicast (multicast.cpp).
+int JoinMulticast(rdma_cm_id* id, const sockaddr* addr, uint16_t join_flags, void* context);
+// rdma_join_multicast_ex: the attribute checks librdmacm makes, then JoinMulticast.
+int JoinMulticastEx(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context);
+int LeaveMulticast(rdma_cm_id* id, const sockaddr* addr);
+// Completes a MULTICAST_JOIN event as it is handed to the application: the
+// id's QP joins the group then (librdmacm attaches it at that moment too);
+// a failed attach turns the event into MULTICAST_ERROR.
+void DeliverMulticastJoin(EventPrivate* event);
+
 int GetAddrInfo(const char* node, const char* service, const rdma_addrinfo* hints,
                 rdma_addrinfo** res);
 void FreeAddrInfo(rdma_addrinfo* res);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cm/event_channel.h"
 #include "cm/mad_codec.h"
@@ -47,6 +48,15 @@ struct PendingSend {
   int sends_left = 0;       // retransmissions still allowed
   int64_t deadline_ns = 0;  // next retransmission
   int64_t interval_ns = 0;
+};
+
+// A multicast group joined through the id (rdma_join_multicast).
+struct Membership {
+  uint64_t handle = 0;  // names it in its MULTICAST_JOIN event
+  sockaddr_storage addr{};
+  uint16_t join_flags = RDMA_MC_JOIN_FLAG_FULLMEMBER;
+  void* context = nullptr;  // the application's, returned in the event
+  ibv_gid mgid{};
 };
 
 struct IdPrivate {
@@ -99,6 +109,10 @@ struct IdPrivate {
   // still handling one never sees its id freed. Changed under the channel's
   // mutex (handing out) and the service's (acknowledging).
   int unacked_events = 0;
+
+  // Multicast groups joined (cm/multicast.cpp).
+  std::vector<Membership> memberships;
+  uint64_t next_membership_handle = 1;
 
   // What rdma_create_qp created on the application's behalf.
   bool own_cqs = false;

@@ -25,6 +25,8 @@ struct EventPrivate {
   // The id the event was queued for; cleared when that id is destroyed
   // before the event was read, so the event is then skipped.
   IdPrivate* owner = nullptr;
+  // MULTICAST_JOIN: the membership (Membership::handle) it reports.
+  uint64_t membership = 0;
 };
 
 struct ChannelPrivate {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/limits.h"
+#include "host/mcast_groups.h"
 
 namespace softrdma {
 
@@ -180,8 +181,11 @@ void Device::QueryDevice(ibv_device_attr* a) const {
   // (host-wide striped locks, transport/atomics.h), not to the CPU's own
   // accesses: exactly IBV_ATOMIC_HCA.
   a->atomic_cap = IBV_ATOMIC_HCA;
-  // Not implemented yet, so reported as absent: memory windows, multicast.
-  // See docs/abi.md.
+  // UD multicast: one host-wide table of (QP, group) attachments
+  // (host/mcast_groups.h) bounds all three.
+  a->max_mcast_grp = kMcastTableSize;
+  a->max_mcast_qp_attach = kMcastTableSize;
+  a->max_total_mcast_qp_attach = kMcastTableSize;
   a->max_pkeys = limits::kPkeyTableLen;
   a->local_ca_ack_delay = 15;
   a->phys_port_cnt = limits::kPortCount;

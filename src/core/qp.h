@@ -191,6 +191,10 @@ class Qp {
   // --- UD: the last destination's process (transport/datagram.cpp)
   std::shared_ptr<PeerLink> ud_peer;
   uint32_t ud_peer_qpn = 0;
+  // --- UD multicast (core/verbs_mcast.cpp): groups attached (ibv_destroy_qp
+  // refuses while any is), and IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
+  uint32_t mcast_attachments = 0;
+  bool block_self_mcast_loopback = false;
 
   uint8_t* inline_slot(uint32_t index) {
     return inline_buf.get() + static_cast<size_t>(sq.slot(index)) * cap.max_inline_data;

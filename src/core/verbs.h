@@ -73,6 +73,10 @@ int DestroyQp(ibv_qp* qp);
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
+// --- UD multicast (verbs_mcast.cpp): 0 or an errno value (errno set too)
+int AttachMcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+int DetachMcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+
 // Creates a QP whose arguments were validated; pd and CQs may be NULL (XRC).
 ibv_qp* BuildQp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr);
 

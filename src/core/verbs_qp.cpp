@@ -245,6 +245,16 @@ int DestroyQp(ibv_qp* ibqp) {
   // An XRC target lives until its last handle is closed (verbs_xrc.cpp).
   if (qp->type == IBV_QPT_XRC_RECV && ReleaseXrcTarget(*qp)) return 0;
   {
+    // As the kernel does for a destroy the application asks for: the
+    // multicast groups must be detached first (a process that exits loses
+    // its attachments anyway: host/mcast_groups.h).
+    std::lock_guard<SpinLock> lock(qp->lock);
+    if (qp->mcast_attachments) {
+      errno = EBUSY;
+      return EBUSY;
+    }
+  }
+  {
     std::lock_guard<SpinLock> lock(qp->lock);
     transport::PublishQp(*engine, *qp, /*destroyed=*/true);
   }

@@ -43,7 +43,11 @@ int CheckInitAttrEx(ibv_context* context, const ibv_qp_init_attr_ex& a) {
   // MAX_TSO_HEADER asks for nothing and is honoured trivially.
   // XRCD matters only to XRC targets (verbs_xrc.cpp); others ignore it.
   if (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) return EOPNOTSUPP;
-  if ((a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a.create_flags) return EOPNOTSUPP;
+  // The one creation flag with something behind it: no multicast loopback
+  // to the sending QP itself (transport/datagram.cpp).
+  if ((a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+      (a.create_flags & ~IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
+    return EOPNOTSUPP;
   if ((a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) && a.max_tso_header) return EOPNOTSUPP;
   if ((a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a.send_ops_flags & ~kSendOps))
     return EOPNOTSUPP;
@@ -332,6 +336,9 @@ ibv_qp* CreateQpEx(ibv_context* context, ibv_qp_init_attr_ex* attr) {
       return nullptr;
     }
   }
+  if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS)
+    Qp::From(ibqp)->block_self_mcast_loopback =
+        attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
   attr->cap = base.cap;
   return ibqp;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host/mcast_groups.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -22,7 +23,7 @@ namespace {
 
 constexpr uint64_t kMagic = 0x31474552414d4453ull;  // "SDMAREG1"
 // 2: published QP attributes and the atomic lock stripes (one-sided operations).
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;  // 3: multicast table
 
 uint64_t ProcessStartTime(pid_t pid) {
   return ReadProcStat(pid).start_time;
@@ -60,6 +61,7 @@ struct Registry::Layout {
   std::atomic<uint64_t> qpn_owner[kQpnTableSize];
   PublishedQp published_qps[kQpnTableSize];
   std::atomic<uint32_t> atomic_locks[kAtomicLockStripes];
+  McastSlot mcast[kMcastTableSize];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
@@ -211,6 +213,10 @@ void Registry::FreeQpn(ProcRef owner, uint32_t qpn) {
 
 std::atomic<uint32_t>* Registry::atomic_lock_words() const {
   return layout_->atomic_locks;
+}
+
+McastSlot* Registry::mcast_slots() const {
+  return layout_->mcast;
 }
 
 bool Registry::QpnOwner(uint32_t qpn, ProcRef* owner) const {

@@ -6,7 +6,8 @@
 //  - the QPN table: QPNs are unique on the device, as on a real HCA, and
 //    each names its owning process (slot + generation);
 //  - per QPN, the QP attributes initiators need for one-sided operations
-//    (host/published_qp.h), and the host-wide atomic locks (atomic_locks.h).
+//    (host/published_qp.h), and the host-wide atomic locks (atomic_locks.h);
+//  - the multicast attachments of UD QPs (host/mcast_groups.h).
 // There is no daemon and no lock: entries are claimed with compare-and-swap,
 // and an entry whose process has died (even by SIGKILL) is simply reclaimed
 // by the next process that needs one. Generations make stale references
@@ -24,6 +25,8 @@
 #include "util/status.h"
 
 namespace softrdma {
+
+struct McastSlot;
 
 inline constexpr uint32_t kRegistryMaxProcs = 1024;
 inline constexpr uint32_t kQpnTableSize = 1u << 17;
@@ -72,6 +75,8 @@ class Registry {
     return qpn < kQpnTableSize ? &published_qps_[qpn] : nullptr;
   }
   std::atomic<uint32_t>* atomic_lock_words() const;
+  // The multicast attachment table (host/mcast_groups.h).
+  McastSlot* mcast_slots() const;
 
   // Name of the shm object holding a process's ring and MR table.
   static std::string ProcSegmentName(ProcRef ref);

@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "core/limits.h"
+#include "host/mcast_groups.h"
 #include "transport/engine.h"
 #include "transport/recv_source.h"
 #include "transport/transport.h"
@@ -124,61 +125,102 @@ void CompleteUnacknowledged(Qp& qp) {
   }
 }
 
+namespace {
+
+// One datagram ready for a ring: the record header (its dst_qpn set per
+// destination), the addresses, and the payload's iovecs after both.
+struct OutgoingDatagram {
+  wire::RecordHeader h{};
+  DatagramHeader d{};
+  iovec parts[limits::kMaxSge + 2];
+  int nparts = 0;
+};
+
+// Builds the datagram of SQ entry `index`. false = a bad local SGE.
+bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w,
+                   OutgoingDatagram* out) {
+  wire::RecordHeader& h = out->h;
+  h.type = wire::RecordType::kDatagram;
+  h.mode = wire::PayloadMode::kInline;
+  h.flags = static_cast<uint8_t>((w.solicited ? wire::kFlagSolicited : 0) |
+                                 (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0));
+  h.src_qpn = qp.qpx.qp_base.qp_num;
+  h.dst_qpn = w.ud.remote_qpn;
+  h.psn = qp.next_psn;  // UD checks no PSN; numbered for traces only
+  h.src_slot = engine.me().slot;
+  h.src_gen = engine.me().gen;
+  h.imm = w.imm;
+  h.total_len = w.total_len;
+  h.payload_len = static_cast<uint32_t>(sizeof(DatagramHeader)) + w.total_len;
+  DatagramHeader& d = out->d;
+  d.qkey = w.ud.remote_qkey;
+  d.flow_label = w.ud.flow_label;
+  d.traffic_class = w.ud.traffic_class;
+  d.hop_limit = w.ud.hop_limit;
+  GidEntry src;
+  if (Device::Get().GidAt(w.ud.sgid_index, &src)) memcpy(d.sgid, src.gid.raw, 16);
+  memcpy(d.dgid, w.ud.dgid.raw, 16);
+
+  out->parts[0] = iovec{&out->h, sizeof out->h};
+  out->parts[1] = iovec{&out->d, sizeof out->d};
+  int n = 0;
+  if (w.is_inline) {
+    out->parts[2] = iovec{qp.inline_slot(index), w.total_len};
+    n = w.total_len ? 1 : 0;
+  } else {
+    n = ResolveLocal(engine, qp, index, w, out->parts + 2);
+    if (n < 0) return false;
+  }
+  out->nparts = n + 2;
+  return true;
+}
+
+// A multicast send: one copy to the owner of every QP attached to the
+// group, this QP included unless it blocks its own loopback. A member whose
+// ring is full misses the datagram, as a congested switch port drops a
+// multicast packet (nothing waits for the slowest member).
+void TransmitMulticast(Engine& engine, Qp& qp, OutgoingDatagram& dg) {
+  const uint32_t self = qp.qpx.qp_base.qp_num;
+  McastGroups(engine.registry()).ForEachMember(dg.d.dgid, [&](uint32_t qpn) {
+    if (qpn == self && qp.block_self_mcast_loopback) return;
+    std::shared_ptr<PeerLink> member = engine.ResolveQpn(qpn);
+    if (!member) return;
+    dg.h.dst_qpn = qpn;
+    engine.SendGather(*member, dg.h, dg.parts, dg.nparts);
+  });
+}
+
+}  // namespace
+
 void TransmitDatagrams(Engine& engine, Qp& qp) {
   while (qp.sq_tx != qp.sq.head) {
     const uint32_t index = qp.sq_tx;
     const SendWqe& w = qp.sq.at(index);
+    const bool multicast = w.ud.remote_qpn == kMulticastQpn && IsMulticastGid(w.ud.dgid.raw);
     // Only GIDs of this host are reachable (the shm wire); elsewhere, and to
     // a QPN nobody owns, the datagram is lost, as on a network.
     PeerLink* peer = nullptr;
-    if (Device::Get().IsLocalGid(w.ud.dgid)) peer = DatagramPeer(engine, qp, w.ud.remote_qpn);
-    if (peer) {
-      wire::RecordHeader h{};
-      h.type = wire::RecordType::kDatagram;
-      h.mode = wire::PayloadMode::kInline;
-      h.flags = static_cast<uint8_t>((w.solicited ? wire::kFlagSolicited : 0) |
-                                     (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0));
-      h.src_qpn = qp.qpx.qp_base.qp_num;
-      h.dst_qpn = w.ud.remote_qpn;
-      h.psn = qp.next_psn;  // UD checks no PSN; numbered for traces only
-      qp.next_psn = PsnAdd(qp.next_psn, 1);
-      h.src_slot = engine.me().slot;
-      h.src_gen = engine.me().gen;
-      h.imm = w.imm;
-      h.total_len = w.total_len;
-      h.payload_len = static_cast<uint32_t>(sizeof(DatagramHeader)) + w.total_len;
-      DatagramHeader d{};
-      d.qkey = w.ud.remote_qkey;
-      d.flow_label = w.ud.flow_label;
-      d.traffic_class = w.ud.traffic_class;
-      d.hop_limit = w.ud.hop_limit;
-      GidEntry src;
-      if (Device::Get().GidAt(w.ud.sgid_index, &src)) memcpy(d.sgid, src.gid.raw, 16);
-      memcpy(d.dgid, w.ud.dgid.raw, 16);
-
-      iovec parts[limits::kMaxSge + 2];
-      parts[0] = iovec{&h, sizeof h};
-      parts[1] = iovec{&d, sizeof d};
-      int n = 0;
-      if (w.is_inline) {
-        parts[2] = iovec{qp.inline_slot(index), w.total_len};
-        n = w.total_len ? 1 : 0;
-      } else {
-        n = ResolveLocal(engine, qp, index, w, parts + 2);
-        if (n < 0) {
-          FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);  // -> SQE
-          return;
-        }
-      }
+    if (!multicast && Device::Get().IsLocalGid(w.ud.dgid))
+      peer = DatagramPeer(engine, qp, w.ud.remote_qpn);
+    if (peer || multicast) {
       // The whole datagram (at most one MTU) is copied into the ring, so
       // the send buffer is free the moment it completes.
-      // A full ring holds the datagram back (back-pressure, as a NIC's
-      // flow control would), unless its owner is dead: then it is lost.
-      if (!engine.SendGather(*peer, h, parts, n + 2) && engine.registry().LivePid(peer->ref) != 0) {
+      OutgoingDatagram dg;
+      if (!BuildDatagram(engine, qp, index, w, &dg)) {
+        FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);  // -> SQE
+        return;
+      }
+      if (multicast) {
+        TransmitMulticast(engine, qp, dg);
+      } else if (!engine.SendGather(*peer, dg.h, dg.parts, dg.nparts) &&
+                 engine.registry().LivePid(peer->ref) != 0) {
+        // A full ring holds the datagram back (back-pressure, as a NIC's
+        // flow control would), unless its owner is dead: then it is lost.
         qp.tx_blocked = true;
         engine.NeedService(&qp);
         return;
       }
+      qp.next_psn = PsnAdd(qp.next_psn, 1);
     }
     ++qp.sq_tx;
     CompleteUnacknowledged(qp);

@@ -299,7 +299,8 @@ struct Event {
   rdma_conn_param conn{};  // private_data cleared: see private_data
   rdma_ud_param ud{};      // for UD ESTABLISHED events
   std::vector<uint8_t> private_data;
-  int64_t at_ms = 0;  // when it was read
+  const void* join_context = nullptr;  // MULTICAST_JOIN/ERROR: the context given to the join
+  int64_t at_ms = 0;                   // when it was read
 };
 
 inline std::string Describe(const Event& e) {
@@ -317,7 +318,11 @@ inline Event CopyEvent(const rdma_cm_event* ev) {
   e.listen_id = ev->listen_id;
   e.conn = ev->param.conn;
   e.ud = ev->param.ud;
-  if (ev->param.conn.private_data != nullptr && ev->param.conn.private_data_len > 0) {
+  const bool multicast =
+      ev->event == RDMA_CM_EVENT_MULTICAST_JOIN || ev->event == RDMA_CM_EVENT_MULTICAST_ERROR;
+  // A multicast event's private_data is the join's context, not bytes.
+  if (multicast) e.join_context = ev->param.ud.private_data;
+  if (!multicast && ev->param.conn.private_data != nullptr && ev->param.conn.private_data_len > 0) {
     const auto* p = static_cast<const uint8_t*>(ev->param.conn.private_data);
     e.private_data.assign(p, p + ev->param.conn.private_data_len);
   }

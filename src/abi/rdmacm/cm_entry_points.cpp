@@ -68,6 +68,16 @@ SOFTRDMA_EXPORT int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
 SOFTRDMA_EXPORT int rdma_disconnect(rdma_cm_id* id) {
   return cm::DisconnectId(id);
 }
+SOFTRDMA_EXPORT int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
+  return cm::JoinMulticast(id, addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context);
+}
+SOFTRDMA_EXPORT int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr,
+                                           void* context) {
+  return cm::JoinMulticastEx(id, attr, context);
+}
+SOFTRDMA_EXPORT int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
+  return cm::LeaveMulticast(id, addr);
+}
 SOFTRDMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   return cm::GetCmEvent(channel, event);
 }

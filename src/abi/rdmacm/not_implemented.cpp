@@ -1,10 +1,8 @@
 // Entry points of librdmacm.so.1 that softrdma does not implement yet, and
 // rdma_event_str. Each fails the documented way without touching its
-// arguments: multicast (rdma_join_multicast, rdma_join_multicast_ex,
-// rdma_leave_multicast) with ENOSYS until UD multicast exists in the verbs
-// (ibv_attach_mcast); ECE (enhanced connection establishment, a vendor
-// option exchange) with EOPNOTSUPP, which is what rdma-core reports for a
-// device without ECE. docs/abi.md lists them.
+// arguments: ECE (enhanced connection establishment, a vendor option
+// exchange) with EOPNOTSUPP, which is what rdma-core reports for a device
+// without ECE. docs/abi.md lists them.
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
@@ -66,24 +64,6 @@ SOFTRDMA_EXPORT const char* rdma_event_str(enum rdma_cm_event_type event) {
 // ---- rdma_get_remote_ece
 SOFTRDMA_EXPORT int rdma_get_remote_ece(struct rdma_cm_id* /*id*/, struct ibv_ece* /*ece*/) {
   return NotImplemented(EOPNOTSUPP);
-}
-
-// ---- rdma_join_multicast
-SOFTRDMA_EXPORT int rdma_join_multicast(struct rdma_cm_id* /*id*/, struct sockaddr* /*addr*/,
-                                        void* /*context*/) {
-  return NotImplemented(ENOSYS);
-}
-
-// ---- rdma_join_multicast_ex
-SOFTRDMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id* /*id*/,
-                                           struct rdma_cm_join_mc_attr_ex* /*mc_join_attr*/,
-                                           void* /*context*/) {
-  return NotImplemented(ENOSYS);
-}
-
-// ---- rdma_leave_multicast
-SOFTRDMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id* /*id*/, struct sockaddr* /*addr*/) {
-  return NotImplemented(ENOSYS);
 }
 
 // ---- rdma_reject_ece

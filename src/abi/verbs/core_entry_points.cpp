@@ -147,6 +147,12 @@ SOFTRDMA_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
 SOFTRDMA_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   return v::DestroyQp(qp);
 }
+SOFTRDMA_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  return v::AttachMcast(qp, gid, lid);
+}
+SOFTRDMA_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  return v::DetachMcast(qp, gid, lid);
+}
 SOFTRDMA_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
   return v::QpToQpEx(qp);
 }

@@ -42,18 +42,6 @@ SOFTRDMA_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context* /*context*/,
   return fail_errno();
 }
 
-// Multicast.
-
-SOFTRDMA_EXPORT int ibv_attach_mcast(struct ibv_qp* /*qp*/, const union ibv_gid* /*gid*/,
-                                     uint16_t /*lid*/) {
-  return fail_errno();
-}
-
-SOFTRDMA_EXPORT int ibv_detach_mcast(struct ibv_qp* /*qp*/, const union ibv_gid* /*gid*/,
-                                     uint16_t /*lid*/) {
-  return fail_errno();
-}
-
 // Sharing objects between processes (import/unimport).
 
 SOFTRDMA_EXPORT struct ibv_context* ibv_import_device(int /*cmd_fd*/) {

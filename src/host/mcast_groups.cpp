@@ -1,0 +1,116 @@
+#include "host/mcast_groups.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace softrdma {
+
+namespace {
+
+// word = phase (bits 62-63) | owner generation (bits 27-58) | owner slot
+// (bits 17-26) | QPN (bits 0-16).
+enum Phase : uint64_t { kFree = 0, kClaiming = 1, kValid = 2 };
+constexpr int kSlotShift = 17;
+constexpr int kGenShift = 27;
+constexpr int kPhaseShift = 62;
+static_assert(kQpnTableSize <= (1u << kSlotShift), "QPN field too narrow");
+static_assert(kRegistryMaxProcs <= (1u << (kGenShift - kSlotShift)), "slot field too narrow");
+
+uint64_t Pack(Phase phase, uint32_t qpn, ProcRef owner) {
+  return static_cast<uint64_t>(phase) << kPhaseShift |
+         static_cast<uint64_t>(owner.gen) << kGenShift |
+         static_cast<uint64_t>(owner.slot) << kSlotShift | qpn;
+}
+Phase PhaseOf(uint64_t w) {
+  return static_cast<Phase>(w >> kPhaseShift);
+}
+uint32_t QpnOf(uint64_t w) {
+  return static_cast<uint32_t>(w & ((1u << kSlotShift) - 1));
+}
+ProcRef OwnerOf(uint64_t w) {
+  return ProcRef{static_cast<uint32_t>((w >> kSlotShift) & ((1u << (kGenShift - kSlotShift)) - 1)),
+                 static_cast<uint32_t>(w >> kGenShift)};
+}
+
+McastSlot* Table(Registry& r) {
+  return r.mcast_slots();
+}
+
+}  // namespace
+
+bool IsMulticastGid(const uint8_t gid[16]) {
+  if (gid[0] == 0xff) return true;
+  static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return memcmp(gid, v4_mapped, sizeof v4_mapped) == 0 && (gid[12] & 0xf0) == 0xe0;
+}
+
+bool McastGroups::ValidMember(uint32_t i, const uint8_t mgid[16], uint32_t* qpn) const {
+  const McastSlot& s = registry_.mcast_slots()[i];
+  const uint64_t w = s.word.load(std::memory_order_acquire);
+  if (PhaseOf(w) != kValid) return false;
+  uint8_t seen[16];
+  memcpy(seen, s.mgid, sizeof seen);
+  // The slot may have been released and claimed again while we copied the
+  // GID: the copy counts only if the word did not change meanwhile.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (s.word.load(std::memory_order_relaxed) != w || memcmp(seen, mgid, sizeof seen) != 0)
+    return false;
+  ProcRef holder;
+  if (!registry_.QpnOwner(QpnOf(w), &holder) || !(holder == OwnerOf(w))) return false;
+  *qpn = QpnOf(w);
+  return true;
+}
+
+int McastGroups::Attach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]) {
+  McastSlot* table = Table(registry_);
+  const uint64_t valid = Pack(kValid, qpn, owner);
+  for (uint32_t i = 0; i < kMcastTableSize; ++i) {
+    if (table[i].word.load(std::memory_order_acquire) == valid &&
+        memcmp(table[i].mgid, mgid, 16) == 0)
+      return 0;  // attached already (only this QP's owner writes its slots)
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i = 0; i < kMcastTableSize; ++i) {
+      uint64_t expected = 0;
+      if (!table[i].word.compare_exchange_strong(expected, Pack(kClaiming, qpn, owner),
+                                                 std::memory_order_acq_rel))
+        continue;
+      memcpy(table[i].mgid, mgid, 16);
+      table[i].word.store(valid, std::memory_order_release);
+      return 0;
+    }
+    if (ReclaimStale() == 0) break;
+  }
+  return ENOMEM;
+}
+
+int McastGroups::Detach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]) {
+  McastSlot* table = Table(registry_);
+  uint64_t valid = Pack(kValid, qpn, owner);
+  for (uint32_t i = 0; i < kMcastTableSize; ++i) {
+    if (table[i].word.load(std::memory_order_acquire) != valid ||
+        memcmp(table[i].mgid, mgid, 16) != 0)
+      continue;
+    uint64_t expected = valid;
+    if (table[i].word.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return 0;
+  }
+  return EINVAL;
+}
+
+int McastGroups::ReclaimStale() {
+  McastSlot* table = Table(registry_);
+  int freed = 0;
+  for (uint32_t i = 0; i < kMcastTableSize; ++i) {
+    uint64_t w = table[i].word.load(std::memory_order_acquire);
+    if (PhaseOf(w) == kFree) continue;
+    // A slot is stale once its QPN is not held (alive) by the process that
+    // attached it; this also frees a claim its process died in the middle of.
+    ProcRef holder;
+    if (registry_.LookupQpn(QpnOf(w), &holder) && holder == OwnerOf(w)) continue;
+    if (table[i].word.compare_exchange_strong(w, 0, std::memory_order_acq_rel)) ++freed;
+  }
+  return freed;
+}
+
+}  // namespace softrdma
