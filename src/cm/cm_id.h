@@ -48,6 +48,11 @@ struct PendingSend {
   int sends_left = 0;       // retransmissions still allowed
   int64_t deadline_ns = 0;  // next retransmission
   int64_t interval_ns = 0;
+  // A REQ or SIDR_REQ to a port of this host that nobody has bound: until
+  // this time it is offered again every millisecond (a server may be about
+  // to bind it), then it is answered as a CM without a listener answers.
+  // 0 = not in that state.
+  int64_t unbound_until_ns = 0;
 };
 
 // A multicast group joined through the id (rdma_join_multicast).

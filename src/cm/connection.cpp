@@ -65,12 +65,6 @@ bool LocalDestination(IdPrivate* id, std::string* to) {
   return true;
 }
 
-// The REQ could not be delivered because nothing is bound there: the answer
-// a CM without a listener gives (REJ "invalid service ID", ib-cm.md §5.2).
-bool NobodyListens(const Status& status) {
-  return status.code() == ECONNREFUSED || status.code() == ENOENT;
-}
-
 void FinishRejected(Service* service, IdPrivate* id, uint16_t reason, const uint8_t* data,
                     size_t len) {
   service->Disarm(id);
@@ -514,6 +508,18 @@ void HandleMad(Service* service, const Mad& mad, const std::string& from, pid_t 
   }
 }
 
+// Nothing bound the port within the grace period: the answers a CM without
+// a listener gives (ib-cm.md §5.2): REJ "invalid service ID" to a REQ,
+// SIDR_REP "service ID not supported" to a SIDR_REQ.
+void HandleNobodyListens(Service* service, IdPrivate* id) {
+  if (id->state == IdState::kReqSent) {
+    FinishRejected(service, id, kRejInvalidServiceId, nullptr, 0);
+  } else if (id->state == IdState::kSidrReqSent) {
+    id->state = IdState::kRejected;
+    service->Report(id, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported);
+  }
+}
+
 void HandleRetriesExhausted(Service* service, IdPrivate* id) {
   switch (id->state) {
     case IdState::kReqSent:
@@ -600,11 +606,7 @@ int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) 
     id->state = IdState::kSidrReqSent;
     Status status = service->SendWithRetry(id, to, Mad{id->transaction_id, 0, req},
                                            service->cm_interval_ns(true));
-    if (local && NobodyListens(status)) {
-      service->Disarm(id);
-      id->state = IdState::kRejected;
-      service->Report(id, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported);
-    }
+    if (local && NobodyListens(status)) service->HoldForListener(id);
     return 0;
   }
 
@@ -668,9 +670,7 @@ int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) 
   id->state = IdState::kReqSent;
   Status status = service->SendWithRetry(id, to, Mad{id->transaction_id, 0, req},
                                          service->cm_interval_ns(true));
-  if (local && NobodyListens(status)) {
-    FinishRejected(service, id, kRejInvalidServiceId, nullptr, 0);
-  }
+  if (local && NobodyListens(status)) service->HoldForListener(id);
   return 0;
 }
 

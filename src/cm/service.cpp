@@ -240,9 +240,33 @@ Status Service::SendWithRetry(IdPrivate* id, const std::string& to, const Mad& m
   id->pending.interval_ns = interval_ns;
   id->pending.deadline_ns = NowNs() + interval_ns;
   id->pending.armed = true;
+  id->pending.unbound_until_ns = 0;
   Status status = Transmit(to, id->pending.mad);
   Wake();  // the thread recomputes its sleep with the new deadline
   return status;
+}
+
+void Service::HoldForListener(IdPrivate* id) {
+  id->pending.unbound_until_ns = NowNs() + kListenerGraceMs * kMs;
+  id->pending.deadline_ns = NowNs() + kMs;
+  Wake();
+}
+
+void Service::OfferUnboundAgain(IdPrivate* id, int64_t now) {
+  Status status = Transmit(id->pending.to, id->pending.mad);
+  if (!NobodyListens(status)) {
+    // Delivered (or lost for another reason): the usual retransmissions.
+    id->pending.unbound_until_ns = 0;
+    id->pending.deadline_ns = now + id->pending.interval_ns;
+    return;
+  }
+  if (now < id->pending.unbound_until_ns) {
+    id->pending.deadline_ns = now + kMs;
+    return;
+  }
+  id->pending.unbound_until_ns = 0;
+  id->pending.armed = false;
+  HandleNobodyListens(this, id);
 }
 
 void Service::ArmTimewait(IdPrivate* id) {
@@ -366,7 +390,9 @@ void Service::OnTimers(int64_t now) {
   std::vector<IdPrivate*> due(ids_.begin(), ids_.end());
   for (IdPrivate* id : due) {
     if (ids_.count(id) == 0) continue;
-    if (id->pending.armed && id->pending.deadline_ns <= now) {
+    if (id->pending.armed && id->pending.deadline_ns <= now && id->pending.unbound_until_ns != 0) {
+      OfferUnboundAgain(id, now);
+    } else if (id->pending.armed && id->pending.deadline_ns <= now) {
       if (id->pending.sends_left <= 0) {
         id->pending.armed = false;
         HandleRetriesExhausted(this, id);

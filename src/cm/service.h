@@ -12,6 +12,7 @@
 #include <infiniband/verbs.h>
 #include <sys/types.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -70,7 +71,18 @@ class Service {
   Status SendMad(const std::string& to, const Mad& mad);
   // Sends and keeps it for retransmission until Disarm.
   Status SendWithRetry(IdPrivate* id, const std::string& to, const Mad& mad, int64_t interval_ns);
-  void Disarm(IdPrivate* id) { id->pending.armed = false; }
+  void Disarm(IdPrivate* id) {
+    id->pending.armed = false;
+    id->pending.unbound_until_ns = 0;
+  }
+  // The REQ/SIDR_REQ just sent found its port unbound: offer it again every
+  // millisecond for kListenerGraceMs before HandleNobodyListens. On a network
+  // the request would reach the server's CM some time after it was sent and
+  // be judged then; a server that binds the port again right after its
+  // previous connection (perftest -R does) is found, as the kernel's CM,
+  // whose REQ passes through the MAD layer and work queues, finds it.
+  void HoldForListener(IdPrivate* id);
+  static constexpr int64_t kListenerGraceMs = 20;
   void ArmTimewait(IdPrivate* id);
 
   // Events.
@@ -94,6 +106,7 @@ class Service {
   void Wake();
   void DrainSocket(MadPort* port, IdPrivate* port_owner);
   void OnTimers(int64_t now);
+  void OfferUnboundAgain(IdPrivate* id, int64_t now);
   void OnPeerDeath(pid_t pid);
   int64_t NextDeadline() const;
 
@@ -126,12 +139,20 @@ class Service {
 
 int64_t NowNs();
 
+// A send that found nobody bound at the destination socket: on this host,
+// no process has bound that rdma_cm port.
+inline bool NobodyListens(const Status& status) {
+  return status.code() == ECONNREFUSED || status.code() == ENOENT;
+}
+
 // Handlers of received messages (connection.cpp). Called with mu held.
 // `port_owner` is the id whose bound port received the message (REQ and
 // SIDR_REQ arrive there), nullptr for the process's connection socket.
 void HandleMad(Service* service, const Mad& mad, const std::string& from, pid_t from_pid,
                IdPrivate* port_owner);
 void HandleRetriesExhausted(Service* service, IdPrivate* id);
+// A REQ/SIDR_REQ found no bound port for the whole grace period.
+void HandleNobodyListens(Service* service, IdPrivate* id);
 void HandleTimewaitExit(Service* service, IdPrivate* id);
 void HandlePeerDeath(Service* service, IdPrivate* id);
 

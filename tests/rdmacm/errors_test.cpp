@@ -43,6 +43,37 @@ TEST(CmErrors, NoListenerIsRejectedAtOnceWithInvalidServiceId) {
   });
 }
 
+// A REQ that finds its port unbound is offered again for 20 ms before the
+// REJ (docs/design.md): a server that binds and listens within that time,
+// as perftest -R's server does between its two connections, gets it.
+TEST(CmErrors, ListenerBoundRightAfterTheRequestStillGetsIt) {
+  RunScenario([] {
+    sockaddr_in dst = Ipv4("127.0.0.1", 7473);
+    ActiveSide active;
+    ASSERT_TRUE(active.Prepare(Sa(&dst)));
+    rdma_conn_param param = DefaultConnParam();
+    ASSERT_EQ(rdma_connect(active.id, &param), 0) << strerror(errno);
+    usleep(3000);  // the REQ has been refused by now: nothing is bound
+    rdma_event_channel* ch = NewChannel();
+    ASSERT_NE(ch, nullptr);
+    Events events(ch);
+    rdma_cm_id* listener = NewListener(ch, Sa(&dst));
+    ASSERT_NE(listener, nullptr);
+    ibv_pd* pd = nullptr;
+    rdma_cm_id* child = AcceptNext(&events, &pd);
+    ASSERT_NE(child, nullptr);
+    Event e = active.events->AwaitAnyFor(active.id);
+    ASSERT_TRUE(e.ok);
+    EXPECT_EQ(e.type, RDMA_CM_EVENT_ESTABLISHED) << Describe(e);
+    rdma_disconnect(active.id);
+    rdma_destroy_qp(child);
+    rdma_destroy_id(child);
+    if (pd != nullptr) ibv_dealloc_pd(pd);
+    rdma_destroy_id(listener);
+    rdma_destroy_event_channel(ch);
+  });
+}
+
 // Whether this network namespace has a route to `dst` (what a UDP connect
 // consults).
 bool HasRoute(const sockaddr* dst, socklen_t len) {
