@@ -26,4 +26,11 @@ if grep -Eq '^\[ok\] +softrdma run: ' "$out"; then
 else
   ((CLI_RC == 124 || CLI_RC == 125)) || sr_fail "doctor says softrdma run fails, but it exited with $CLI_RC"
 fi
-sr_log "PASS: four checks reported, exit $expected as the findings say, run verdict confirmed"
+# A library that cannot open its device (an incompatible registry in
+# /dev/shm): a failure, and exit 3.
+bad_ns="$SR_NS-bad"  # removed with the test's namespace (softrdma-$SR_NS-*)
+head -c 4096 /dev/urandom >"/dev/shm/softrdma-$bad_ns-$(id -u)-registry"
+SOFTRDMA_NAMESPACE=$bad_ns cli_run "$out" doctor
+grep -Eq '^\[FAILED\] +library: .*lists no usable device' "$out" || sr_fail "an unusable device is not a failure"
+((CLI_RC == 3)) || sr_fail "doctor with an unusable device exited with $CLI_RC, expected 3"
+sr_log "PASS: four checks reported, exit $expected as the findings say, run verdict confirmed; an unusable device fails with exit 3"
