@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "host/mcast_groups.h"
+#include "host/unusable_shm.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -74,7 +76,84 @@ std::string Registry::ProcSegmentName(ProcRef ref) {
          std::to_string(ref.gen);
 }
 
+namespace {
+
+// What a process that did not create the registry waits for: its creator
+// sizes it, then writes the header, then sets `ready`.
+constexpr uint64_t kCreatorWaitNs = 2000000000ull;
+
+// The header fields, at offsets every layout version so far shares: enough
+// to tell another version or a damaged file from ours.
+struct RegistryHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t max_procs;
+  uint32_t qpn_table_size;
+  uint32_t next_qpn;
+  uint32_t ready;
+};
+static_assert(offsetof(RegistryHeader, version) == 8 && offsetof(RegistryHeader, ready) == 24);
+
+Status Unusable(int code, const std::string& name, const std::string& reason) {
+  return Status::Error(code, UnusableShm(name, reason));
+}
+
+// An existing registry we opened (fd): checks it is ours to use and waits
+// for its creator to finish.
+Status CheckExisting(int fd, const std::string& name, size_t expected) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return Status::Error(errno, "fstat " + ShmPath(name));
+  // Its owner can write into it whenever it likes, and so decide what this
+  // process's memory and QPs do (root could otherwise open anyone's).
+  if (st.st_uid != geteuid())
+    return Unusable(EACCES, name,
+                    "belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
+                        std::to_string(geteuid()) + ")");
+  const uint64_t deadline = NowNs() + kCreatorWaitNs;
+  while (static_cast<size_t>(st.st_size) < sizeof(RegistryHeader) && NowNs() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (fstat(fd, &st) != 0) return Status::Error(errno, "fstat " + ShmPath(name));
+  }
+  if (static_cast<size_t>(st.st_size) < sizeof(RegistryHeader))
+    return Unusable(EPROTO, name,
+                    "is empty or truncated (" + std::to_string(st.st_size) +
+                        " bytes): damaged, or its creator died while making it");
+  const size_t header_bytes = sizeof(RegistryHeader);
+  void* mem = mmap(nullptr, header_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (mem == MAP_FAILED) return Status::Error(errno, "mmap " + ShmPath(name));
+  const auto* h = static_cast<const RegistryHeader*>(mem);
+  auto magic = [h] { return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE); };
+  auto ready = [h] { return __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE); };
+  while ((magic() == 0 || (magic() == kMagic && h->version == kLayoutVersion && !ready())) &&
+         NowNs() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const uint64_t m = magic();
+  const uint32_t version = h->version;
+  const bool is_ready = ready() != 0;
+  munmap(mem, header_bytes);
+  if (m == 0)
+    return Unusable(EPROTO, name, "has no header: damaged, or its creator died while making it");
+  if (m != kMagic) return Unusable(EPROTO, name, "is damaged (not a softrdma registry header)");
+  if (version != kLayoutVersion)
+    return Unusable(EPROTO, name,
+                    "was made by another softrdma version (registry layout " +
+                        std::to_string(version) + ", this library uses " +
+                        std::to_string(kLayoutVersion) + ")");
+  if (static_cast<size_t>(st.st_size) != expected)
+    return Unusable(EPROTO, name,
+                    "is damaged (" + std::to_string(st.st_size) + " bytes, layout " +
+                        std::to_string(kLayoutVersion) + " has " + std::to_string(expected) + ")");
+  if (!is_ready)
+    return Unusable(EPROTO, name, "was left half-made: its creator died while setting it up");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Registry::Open(Registry* out) {
+  static_assert(offsetof(Layout, version) == offsetof(RegistryHeader, version) &&
+                    offsetof(Layout, ready) == offsetof(RegistryHeader, ready),
+                "the header that tells versions apart starts every layout");
   const std::string name = RegistryName();
   const size_t bytes = sizeof(Layout);
   bool creator = false;
@@ -85,45 +164,39 @@ Status Registry::Open(Registry* out) {
       int e = errno;
       close(fd);
       shm_unlink(name.c_str());
-      return Status::Error(e, "ftruncate registry");
+      return Status::Error(e, "cannot size " + ShmPath(name) + ": " + strerror(e));
     }
   } else if (errno == EEXIST) {
     fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::Error(errno, "open registry " + name);
-    // The creator may not have sized it yet: wait briefly.
-    struct stat st {};
-    uint64_t deadline = NowNs() + 2000000000ull;
-    while (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) < bytes && NowNs() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (static_cast<size_t>(st.st_size) != bytes) {
+    if (fd < 0) {
+      const int e = errno;
+      struct stat st {};
+      if (e == EACCES && stat(ShmPath(name).c_str(), &st) == 0)
+        return Unusable(e, name,
+                        "belongs to uid " + std::to_string(st.st_uid) + " and this user (uid " +
+                            std::to_string(geteuid()) + ") may not open it");
+      return Unusable(e, name, std::string("cannot be opened: ") + strerror(e));
+    }
+    if (Status s = CheckExisting(fd, name, bytes); !s.ok()) {
       close(fd);
-      return Status::Error(
-          EPROTO, "registry " + name + " has an unexpected size (another softrdma version?)");
+      return s;
     }
   } else {
-    return Status::Error(errno, "create registry " + name);
+    return Status::Error(errno, "cannot create " + ShmPath(name) + ": " + strerror(errno));
   }
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (mem == MAP_FAILED) return Status::Error(errno, "mmap registry");
+  if (mem == MAP_FAILED) return Status::Error(errno, "mmap " + ShmPath(name));
   auto* l = static_cast<Layout*>(mem);
   if (creator) {
-    // ftruncate zero-filled everything: a zero entry is a free entry.
-    l->magic = kMagic;
+    // ftruncate zero-filled everything: a zero entry is a free entry. The
+    // magic goes last but `ready`: who sees it sees the version too.
     l->version = kLayoutVersion;
     l->max_procs = kRegistryMaxProcs;
     l->qpn_table_size = kQpnTableSize;
     l->next_qpn.store(kFirstQpn, std::memory_order_relaxed);
+    __atomic_store_n(&l->magic, kMagic, __ATOMIC_RELEASE);
     l->ready.store(1, std::memory_order_release);
-  } else {
-    uint64_t deadline = NowNs() + 2000000000ull;
-    while (!l->ready.load(std::memory_order_acquire) && NowNs() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (!l->ready.load(std::memory_order_acquire) || l->magic != kMagic ||
-        l->version != kLayoutVersion) {
-      munmap(mem, bytes);
-      return Status::Error(EPROTO, "registry " + name + " is not a compatible softrdma registry");
-    }
   }
   out->layout_ = l;
   out->published_qps_ = l->published_qps;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/limits.h"
+#include "host/unusable_shm.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
 #include "util/clock.h"
@@ -100,7 +101,9 @@ Engine* Engine::Create(Status* err) {
   auto* engine = new Engine();
   Status s = engine->Init();
   if (!s.ok()) {
-    SOFTRDMA_LOG(kError, "cannot start: %s (%s)", s.message().c_str(), strerror(s.code()));
+    // Printed whatever SOFTRDMA_LOG says: the errno alone (EPROTO, EACCES)
+    // would not tell the user which file is in the way or what to do.
+    ReportToUser("cannot open softrdma0: %s", s.message().c_str());
     if (err) *err = s;
     delete engine;
     return nullptr;
@@ -154,7 +157,13 @@ Status Engine::Init() {
   s = shm::ShmRegion::Create(name, total, &segment_);
   if (!s.ok()) {
     registry_.DetachProcess(me_);
-    return s;
+    // EEXIST: the Unlink above could not remove a file of that name (another
+    // user's, in the sticky /dev/shm).
+    if (s.code() == EEXIST || s.code() == EACCES || s.code() == EPERM)
+      return Status::Error(s.code(), UnusableShm(name, "is in the way of this process's segment (" +
+                                                           std::string(strerror(s.code())) + ")"));
+    return Status::Error(
+        s.code(), "cannot make this process's segment " + ShmPath(name) + ": " + s.message());
   }
   auto* base = static_cast<uint8_t*>(segment_.data());
   auto* hdr = reinterpret_cast<SegmentHeader*>(base);
@@ -363,29 +372,45 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
   } else {
     link->pid = registry_.LivePid(ref);
     if (link->pid == 0) return nullptr;
-    Status s = shm::ShmRegion::Open(Registry::ProcSegmentName(ref), &link->region);
-    if (!s.ok()) return nullptr;
+    const std::string name = Registry::ProcSegmentName(ref);
+    const std::string restart = "pid " + std::to_string(link->pid) +
+                                " cannot be reached: restart it, or run this process in another "
+                                "SOFTRDMA_NAMESPACE";
+    Status s = shm::ShmRegion::Open(name, &link->region);
+    // Missing or still empty: the owner is between attaching to the
+    // registry and making its segment; the next look finds it.
+    if (s.code() == ENOENT || s.code() == EINVAL) return nullptr;
+    if (!s.ok())
+      return RefusePeer(ref, link->pid, std::string("cannot be opened: ") + strerror(s.code()),
+                        restart);
     auto* base = static_cast<uint8_t*>(link->region.data());
     auto* hdr = reinterpret_cast<SegmentHeader*>(base);
-    if (link->region.size() < kHeaderBytes ||
-        __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) != kSegmentMagic)
-      return nullptr;  // not (yet) a softrdma segment: the owner is still starting
+    if (link->region.size() < kHeaderBytes) return nullptr;  // being sized
+    const uint64_t magic = __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE);
+    if (magic == 0) return nullptr;  // not (yet) a softrdma segment: the owner is still starting
+    if (magic != kSegmentMagic)
+      return RefusePeer(ref, link->pid, "is damaged (not a softrdma segment header)", restart);
     if (hdr->version != kSegmentVersion) {
       // Otherwise this shows only as a peer that never answers.
-      SOFTRDMA_LOG(kWarn,
-                   "pid %d runs a softrdma with segment layout %u, this library has %u: "
-                   "processes of different softrdma builds cannot talk",
-                   static_cast<int>(link->pid), hdr->version, kSegmentVersion);
-      return nullptr;
+      return RefusePeer(ref, link->pid,
+                        "belongs to a process of another softrdma version (segment layout " +
+                            std::to_string(hdr->version) + ", this library uses " +
+                            std::to_string(kSegmentVersion) +
+                            "): processes of different softrdma builds cannot talk",
+                        "run both with the same build, or give each build its own "
+                        "SOFTRDMA_NAMESPACE");
     }
-    if (hdr->ring_offset + hdr->ring_bytes > link->region.size() ||
-        hdr->extent_offset + sizeof(ExtentTable) > link->region.size()) {
-      SOFTRDMA_LOG(kWarn, "pid %d: its softrdma segment is smaller than its header says",
-                   static_cast<int>(link->pid));
-      return nullptr;
-    }
+    // Checked without overflow: a damaged header may hold any values.
+    const uint64_t size = link->region.size();
+    auto fits = [size](uint64_t offset, uint64_t bytes) {
+      return offset <= size && bytes <= size - offset;
+    };
+    if (!fits(hdr->ring_offset, hdr->ring_bytes) ||
+        !fits(hdr->extent_offset, sizeof(ExtentTable)) || !fits(hdr->mr_offset, MrTable::Bytes()))
+      return RefusePeer(ref, link->pid, "is damaged (smaller than its header says)", restart);
     link->ring = shm::Ring::Attach(base + hdr->ring_offset, hdr->ring_bytes);
-    if (!link->ring) return nullptr;
+    if (!link->ring)
+      return RefusePeer(ref, link->pid, "is damaged (its ring is not a valid ring)", restart);
     link->mrs = reinterpret_cast<const MrEntry*>(base + hdr->mr_offset);
     if (GetConfig().map_mr)
       link->mappings = std::make_unique<transport::PeerMappings>(
@@ -393,6 +418,15 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
   }
   peers_[ref.slot] = link;
   return link;
+}
+
+std::shared_ptr<PeerLink> Engine::RefusePeer(ProcRef ref, pid_t pid, const std::string& reason,
+                                             const std::string& fix) {
+  if (refused_peers_.insert({ref.slot, ref.gen}).second)
+    ReportToUser("%s", UnusableShm(Registry::ProcSegmentName(ref),
+                                   "segment of pid " + std::to_string(pid) + " " + reason, fix)
+                           .c_str());
+  return nullptr;
 }
 
 // A header and at most one payload piece (every ACK, every small SEND): one

@@ -15,7 +15,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -131,6 +133,11 @@ class Engine {
   ~Engine();
 
  private:
+  // Peer's answer for a process whose segment cannot be used: says why on
+  // stderr, once per process (ReportToUser), and returns nullptr: its QPs
+  // are unreachable (peers_mutex_ held).
+  std::shared_ptr<PeerLink> RefusePeer(ProcRef ref, pid_t pid, const std::string& reason,
+                                       const std::string& fix);
   Engine() = default;
   static Engine* Create(Status* err);
   void CountPollAfterArm();
@@ -209,7 +216,8 @@ class Engine {
   std::atomic<bool> acks_deferred_{false};
 
   std::mutex peers_mutex_;
-  std::map<uint32_t, std::shared_ptr<PeerLink>> peers_;  // by slot
+  std::map<uint32_t, std::shared_ptr<PeerLink>> peers_;    // by slot
+  std::set<std::pair<uint32_t, uint32_t>> refused_peers_;  // (slot, gen) already reported
 
   SpinLock service_lock_;
   std::vector<Qp*> service_list_;

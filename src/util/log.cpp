@@ -23,15 +23,30 @@ LogLevel CurrentLogLevel() {
   return level;
 }
 
-void LogPrintf(LogLevel level, const char* fmt, ...) {
+namespace {
+
+void VPrint(LogLevel level, const char* fmt, va_list ap) {
   static const char* const kNames[] = {"", "error", "warn", "info", "debug"};
-  char buf[512];
+  char buf[1024];
   int n = snprintf(buf, sizeof buf, "softrdma[%d] %s: ", getpid(), kNames[static_cast<int>(level)]);
+  vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+  fprintf(stderr, "%s\n", buf);
+}
+
+}  // namespace
+
+void LogPrintf(LogLevel level, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+  VPrint(level, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "%s\n", buf);
+}
+
+void ReportToUser(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  VPrint(LogLevel::kError, fmt, ap);
+  va_end(ap);
 }
 
 }  // namespace softrdma
