@@ -35,6 +35,22 @@ uint8_t FreshKeyByte(std::initializer_list<uint8_t> avoid) {
 
 }  // namespace
 
+namespace {
+
+// The fields that say what a region is (Add and Reregister; the caller holds
+// the entry's seqlock odd).
+void StoreRegion(MrEntry& e, uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length,
+                 uint64_t host_addr, uint32_t extent) {
+  SeqlockStore(&e.pd_id, pd_id);
+  SeqlockStore(&e.access, access);
+  SeqlockStore(&e.iova, iova);
+  SeqlockStore(&e.length, length);
+  SeqlockStore(&e.host_addr, host_addr);
+  SeqlockStore(&e.extent, extent);
+}
+
+}  // namespace
+
 int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length,
                  uint64_t host_addr, uint32_t* lkey, uint32_t* rkey, uint32_t extent) {
   std::lock_guard<SpinLock> lock(alloc_lock_);
@@ -51,13 +67,8 @@ int MrTable::Add(uint32_t pd_id, uint32_t access, uint64_t iova, uint64_t length
     // lkey and rkey differ in their key byte; neither is ever 0.
     SeqlockStore(&e.lkey, (index << 8) | lbyte);
     SeqlockStore(&e.rkey, (index << 8) | rbyte);
-    SeqlockStore(&e.pd_id, pd_id);
-    SeqlockStore(&e.access, access);
-    SeqlockStore(&e.iova, iova);
-    SeqlockStore(&e.length, length);
-    SeqlockStore(&e.host_addr, host_addr);
+    StoreRegion(e, pd_id, access, iova, length, host_addr, extent);
     SeqlockStore(&e.qpn, 0u);
-    SeqlockStore(&e.extent, extent);
     e.windows = 0;
     SeqlockStore(&e.live, 1u);
     e.seq.store(seq + 2, std::memory_order_release);
@@ -112,12 +123,7 @@ int MrTable::Reregister(uint32_t lkey, uint32_t pd_id, uint32_t access, uint64_t
   Retire(e);
   uint32_t seq = e.seq.load(std::memory_order_relaxed);
   e.seq.store(seq + 1, std::memory_order_relaxed);
-  SeqlockStore(&e.pd_id, pd_id);
-  SeqlockStore(&e.access, access);
-  SeqlockStore(&e.iova, iova);
-  SeqlockStore(&e.length, length);
-  SeqlockStore(&e.host_addr, host_addr);
-  SeqlockStore(&e.extent, extent);
+  StoreRegion(e, pd_id, access, iova, length, host_addr, extent);
   SeqlockStore(&e.live, 1u);
   e.seq.store(seq + 2, std::memory_order_release);
   return 0;

@@ -348,3 +348,23 @@ sr_expect_only_registry() {
   ((${#extra[@]} == 0)) || sr_fail "left behind besides the registry: ${extra[*]}"
   ((registries <= 1)) || sr_fail "more than one registry object: $1"
 }
+
+# sr_server_segment: SR_SEGMENT = the one process segment of the namespace
+# (the server's, when only a server runs).
+sr_server_segment() {
+  SR_SEGMENT=$(sr_shm_files | grep -- '-proc-' || true)
+  [[ -n "$SR_SEGMENT" && "$SR_SEGMENT" != *$'\n'* ]] ||
+    sr_fail "expected one process segment of the server, found: ${SR_SEGMENT:-(none)}"
+}
+
+# sr_expect_one_softrdma_line FILE TEXT...: FILE holds exactly one line from
+# softrdma ("softrdma[<pid>] ..."), and FILE contains each TEXT.
+sr_expect_one_softrdma_line() {
+  local file=$1 lines part
+  shift
+  lines=$(grep -c '^softrdma\[' "$file" || true)
+  ((lines == 1)) || { cat "$file" >&2; sr_fail "$lines lines from softrdma in $file, expected one"; }
+  for part in "$@"; do
+    grep -qF -- "$part" "$file" || { cat "$file" >&2; sr_fail "$file does not say '$part'"; }
+  done
+}
