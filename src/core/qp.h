@@ -181,13 +181,15 @@ class Qp {
   Xrcd* xrcd = nullptr;
   int xrc_handles = 1;  // creator + ibv_open_qp handles; destroyed at the last
   // The message with PSN xrc_fwd_psn was handed to the process of the SRQ
-  // it names (transport/xrc_forward.cpp); its outcome is awaited.
+  // it names (transport/xrc_forward.cpp); its outcome is awaited, and
+  // xrc_fwd_dropped says that later requests were dropped meanwhile.
   bool xrc_fwd_pending = false;
+  bool xrc_fwd_dropped = false;
+  uint32_t xrc_fwd_psn = 0;
   // An ibv_open_qp handle of a target QP of another process (verbs_xrc.cpp):
   // nothing of the QP is here; it can be queried and destroyed.
   bool xrc_foreign = false;
   ProcRef xrc_owner{};
-  uint32_t xrc_fwd_psn = 0;
   // --- UD: the last destination's process (transport/datagram.cpp)
   std::shared_ptr<PeerLink> ud_peer;
   uint32_t ud_peer_qpn = 0;

@@ -509,8 +509,11 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   }
   if (req.psn != qp.epsn) {
     // A duplicate WRITE is re-acknowledged; READ/atomic answers are never
-    // lost on this wire, so their duplicates are dropped.
-    return req.type == wire::RecordType::kWrite && PsnBefore(req.psn, qp.epsn);
+    // lost on this wire, so their duplicates are dropped. One from the
+    // future is dropped (see OnRequest).
+    const bool duplicate = PsnBefore(req.psn, qp.epsn);
+    if (!duplicate && qp.xrc_fwd_pending) qp.xrc_fwd_dropped = true;
+    return req.type == wire::RecordType::kWrite && duplicate;
   }
   wire::OneSidedEth eth;
   if (view.size() < sizeof req + sizeof eth ||

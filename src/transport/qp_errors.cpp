@@ -31,6 +31,7 @@ void EnterError(Engine& engine, Qp& qp) {
   qp.frag_active = false;
   qp.frag_received = 0;
   qp.xrc_fwd_pending = false;  // its outcome no longer matters
+  qp.xrc_fwd_dropped = false;
 }
 
 void FlushSendQueue(Qp& qp) {
@@ -53,6 +54,7 @@ void ResetQueues(Qp& qp) {
   qp.srq_wqe_held = false;  // discarded without completion, as the QP's own WQEs
   if (qp.type == IBV_QPT_XRC_RECV) UnbindXrcSrq(qp);  // transport/xrc.cpp
   qp.xrc_fwd_pending = false;
+  qp.xrc_fwd_dropped = false;
   qp.last_wqe_reached = false;
   qp.sq.tail = qp.sq.head;
   qp.sq_tx = qp.sq.head;

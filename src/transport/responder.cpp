@@ -253,8 +253,11 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   } else if (req.psn != qp.epsn) {
     // Duplicate (already executed): acknowledge again so that a requester
     // that retransmitted learns it is done. A PSN from the future follows a
-    // message we NAKed; the requester rewinds on that NAK, so drop it.
-    return PsnBefore(req.psn, qp.epsn);
+    // message we NAKed; the requester rewinds on that NAK, so drop it (or
+    // one behind an XRC message handed to another process: OnXrcDone).
+    if (PsnBefore(req.psn, qp.epsn)) return true;
+    if (qp.xrc_fwd_pending) qp.xrc_fwd_dropped = true;
+    return false;
   }
   if (req.mode == wire::PayloadMode::kInline && TryReceiveInline(engine, qp, req, view))
     return true;

@@ -10,8 +10,8 @@
 // the target QP's number, as a NIC does) and reports with kXrcDone. Only
 // then does A advance its expected PSN and ACK the requester, or NAK it
 // (RNR, pull refused, invalid request), as if it had placed the message
-// itself; until then later PSNs are dropped as from the future and come
-// again after the requester's rewind.
+// itself; until then later PSNs are dropped as from the future, and a
+// sequence NAK after the outcome has the requester resend them at once.
 //
 // B remembers, per (A, target QP), the last message it completed, so that a
 // request handed over twice (the requester retransmitted because the report
@@ -223,16 +223,24 @@ void OnXrcForward(Engine& engine, const wire::RecordHeader& fwd, const shm::Reco
 bool OnXrcDone(Engine& engine, Qp& qp, const wire::RecordHeader& done) {
   if (!qp.xrc_fwd_pending || done.psn != qp.xrc_fwd_psn || !qp.peer) return false;
   qp.xrc_fwd_pending = false;
-  if (done.syndrome == wire::Syndrome::kAck) {
-    qp.epsn = PsnAdd(qp.epsn, 1);
-    return true;
-  }
-  qp.frag_active = false;
-  qp.frag_received = 0;
+  const bool dropped = qp.xrc_fwd_dropped;
+  qp.xrc_fwd_dropped = false;
   wire::RecordHeader req{};  // the request as SendNak answers it
   req.src_qpn = qp.attr.dest_qp_num;
   req.dst_qpn = qp.qpx.qp_base.qp_num;
   req.psn = done.psn;
+  if (done.syndrome == wire::Syndrome::kAck) {
+    qp.epsn = PsnAdd(qp.epsn, 1);
+    if (!dropped) return true;
+    // Requests behind it were dropped: a sequence NAK at the next PSN
+    // acknowledges this one and has the requester resend them now rather
+    // than when its timer expires.
+    req.psn = qp.epsn;
+    SendNak(engine, *qp.peer, req, wire::Syndrome::kNakSequence);
+    return false;
+  }
+  qp.frag_active = false;
+  qp.frag_received = 0;
   if (done.syndrome == wire::Syndrome::kRnrNak) {
     SendNak(engine, *qp.peer, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
   } else if (done.syndrome == wire::Syndrome::kPullRefused) {

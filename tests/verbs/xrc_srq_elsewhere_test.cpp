@@ -22,6 +22,7 @@ namespace {
 struct Numbers {
   uint32_t tgt_qpn, ini_qpn;
 };
+constexpr uint32_t kStream = 12;  // SENDs posted at once (the SRQ holds 16)
 
 // Waits for one completion on `cq` and checks what the parent sent.
 bool ReceivedOk(ibv_cq* cq, uint64_t wr_id, uint32_t len, const Numbers& n, bool imm) {
@@ -81,8 +82,20 @@ bool ReceivedOk(ibv_cq* cq, uint64_t wr_id, uint32_t len, const Numbers& n, bool
   if (!priv || ibv_open_qp(ctx, &oa) || errno != EINVAL) _exit(20);
   if (ibv_destroy_qp(opened) || ibv_close_xrcd(priv)) _exit(21);
 
+  // A stream: the parent posts kStream SENDs at once; each lands in order.
+  for (uint32_t i = 0; i < kStream; ++i)
+    if (PostSrqRecv(srq, mr, &buf[i * 1024], 1024, 100 + i)) _exit(29);
+  char step = 's';
+  if (!WriteAll(up, &step, 1)) _exit(30);
+  for (uint32_t i = 0; i < kStream; ++i) {
+    if (!ReceivedOk(cq, 100 + i, 200 + i, n, false)) _exit(31);
+    if (buf[i * 1024] != static_cast<uint8_t>(i) ||
+        buf[i * 1024 + 199 + i] != static_cast<uint8_t>(i))
+      _exit(32);
+  }
+
   // No WQE posted: the parent's SEND waits (RNR) until we post one.
-  char step = 'r';
+  step = 'r';
   if (!WriteAll(up, &step, 1)) _exit(22);
   usleep(30000);
   if (!PollN(cq, 1, 0).empty()) _exit(23);
@@ -138,7 +151,20 @@ TEST(XrcSrqElsewhere, MessagesLandInTheSrqOfAnotherProcess) {
   EXPECT_EQ(SendTo(ini, cq, mr, buf.data(), 100, srqn, false), IBV_WC_SUCCESS);
   for (uint32_t i = 0; i < 20000; ++i) buf[i] = static_cast<uint8_t>(i * 3 + 1);
   EXPECT_EQ(SendTo(ini, cq, mr, buf.data(), 20000, srqn, true), IBV_WC_SUCCESS);
+  // The stream: all posted before any completes; later PSNs wait while the
+  // first is handed over, then come again in order.
   char step = 0;
+  ASSERT_TRUE(ReadAll(child.from_child, &step, 1));
+  for (uint32_t i = 0; i < kStream; ++i) {
+    memset(&buf[i * 1024], static_cast<int>(i), 200 + i);
+    ASSERT_EQ(PostXrcSend(ini, mr, &buf[i * 1024], 200 + i, srqn, 100 + i), 0);
+  }
+  auto sent = PollN(cq, static_cast<int>(kStream), 20000);
+  ASSERT_EQ(sent.size(), kStream);
+  for (uint32_t i = 0; i < kStream; ++i) {
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(sent[i].wr_id, 100u + i);
+  }
   ASSERT_TRUE(ReadAll(child.from_child, &step, 1));
   EXPECT_EQ(SendTo(ini, cq, mr, buf.data(), 64, srqn, false), IBV_WC_SUCCESS);  // after RNR
   ASSERT_TRUE(ReadAll(child.from_child, &step, 1));
