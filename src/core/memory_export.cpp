@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -27,6 +28,17 @@ uint64_t PageSize() {
 
 bool IsOurMemfd(const MapsEntry& e) {
   return e.path.rfind(kMapsPrefix, 0) == 0;
+}
+
+// Moves the mapping [from, from+n) over [to, to+n) (mremap with
+// MREMAP_FIXED) by the system call itself, not libc's mremap: memory hooks
+// interpose that symbol in every loaded library, ours included, and some
+// forward only its first four arguments (UCX 1.13's UCM does), so that the
+// kernel got a stray register for `to`: EINVAL, or the pages moved to
+// wherever it pointed. The move replaces pages by the same bytes, so no
+// hook has anything to learn from it.
+bool MovePages(void* from, uint64_t n, void* to) {
+  return syscall(SYS_mremap, from, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, to) != -1;
 }
 
 // Memory whose pages may be moved: private anonymous read-write memory.
@@ -154,8 +166,7 @@ uint32_t MemoryExporter::Export(uint64_t addr, uint64_t len) {
   // the staging mapping moves over them in one step. (A store another thread
   // makes to these pages between the copy and the move is lost:
   // docs/design.md "Registered memory".)
-  if (mremap(staging, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(a)) ==
-      MAP_FAILED) {
+  if (!MovePages(staging, n, reinterpret_cast<void*>(a))) {
     SOFTRDMA_LOG(kWarn, "cannot move registered pages at %#lx into shared memory: %s",
                  static_cast<unsigned long>(a), strerror(errno));
     munmap(staging, n);
@@ -188,7 +199,7 @@ bool MakePrivate(const MapsEntry& e, uint64_t start, uint64_t n) {
   CopyPages(at, static_cast<uint8_t*>(copy), n);
   const int prot = (e.read ? PROT_READ : 0) | (e.write ? PROT_WRITE : 0) | (e.exec ? PROT_EXEC : 0);
   mprotect(copy, n, prot);
-  if (mremap(copy, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED) {
+  if (!MovePages(copy, n, at)) {
     munmap(copy, n);
     return false;
   }

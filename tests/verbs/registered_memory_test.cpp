@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "mremap_hook.h"
 #include "process_pipes.h"
 #include "two_process_conn.h"
 #include "verbs_fixture.h"
@@ -116,6 +117,29 @@ TEST_F(RegisteredMemory, RegistrationKeepsEveryByteAndMovesWholePages) {
   EXPECT_EQ(mem_[2 * kPage], 0x42);
   mem_[2 * kPage] = Pattern(2 * kPage);
   EXPECT_TRUE(Intact());
+}
+
+// UCX's memory hooks interpose mremap in libibverbs too and forward only
+// four arguments: ibv_reg_mr's page move (mremap with MREMAP_FIXED) lost
+// its target, so registered memory either stayed private (peers' writes
+// then never reached what the owner reads: ucx_perftest put_lat hung) or
+// moved elsewhere. The moves must not go through the interposable symbol.
+TEST_F(RegisteredMemory, PageMovesBypassAnInterposedMremap) {
+  ArmFourArgumentMremapHook(true);
+  ibv_mr* mr = ibv_reg_mr(pd_, mem_, 6 * kPage, kAllRemote);
+  const bool moved = mr && MovedToSharedMemory(mem_ + 2 * kPage);
+  const bool intact = Intact();
+  const bool deregistered = mr && ibv_dereg_mr(mr) == 0;
+  const bool private_again = !MovedToSharedMemory(mem_ + 2 * kPage);
+  const uint32_t hook_calls = FourArgumentMremapHookCalls();
+  ArmFourArgumentMremapHook(false);
+  ASSERT_NE(mr, nullptr);
+  EXPECT_EQ(moved, !MappingDisabled());
+  EXPECT_TRUE(intact);
+  EXPECT_TRUE(deregistered);
+  EXPECT_TRUE(private_again);
+  EXPECT_TRUE(Intact());
+  EXPECT_EQ(hook_calls, 0u) << "libibverbs called the interposed mremap";
 }
 
 TEST_F(RegisteredMemory, MemoryThatCannotMoveStillRegisters) {
