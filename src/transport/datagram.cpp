@@ -40,6 +40,11 @@ bool IsV4Mapped(const uint8_t* gid) {
   return memcmp(gid, prefix, sizeof prefix) == 0;
 }
 
+// Whether the GRH area holds an IPv4 header (else an IPv6 one).
+bool GrhIsIpv4(const DatagramHeader& d) {
+  return IsV4Mapped(d.sgid) && IsV4Mapped(d.dgid);
+}
+
 uint16_t Ipv4Checksum(const uint8_t* h) {
   uint32_t sum = 0;
   for (int i = 0; i < 20; i += 2) sum += static_cast<uint32_t>(h[i] << 8 | h[i + 1]);
@@ -55,7 +60,7 @@ uint16_t Ipv4Checksum(const uint8_t* h) {
 void BuildGrh(const DatagramHeader& d, bool has_imm, uint32_t len, uint8_t* grh) {
   memset(grh, 0, kGrhBytes);
   const uint32_t udp_len = 8 + 12 + 8 + (has_imm ? 4 : 0) + ((len + 3) & ~3u) + 4;
-  if (IsV4Mapped(d.sgid) && IsV4Mapped(d.dgid)) {
+  if (GrhIsIpv4(d)) {
     uint8_t* ip = grh + 20;
     const uint32_t total = 20 + udp_len;
     ip[0] = 0x45;
@@ -84,8 +89,17 @@ void BuildGrh(const DatagramHeader& d, bool has_imm, uint32_t len, uint8_t* grh)
   memcpy(grh + 24, d.dgid, 16);
 }
 
-void CompleteDatagram(Qp& qp, const RecvWqe& w, ibv_wc_status status,
-                      const wire::RecordHeader& req) {
+// The L3 header of the GRH area as a RoCE NIC reports it in the
+// completion's `sl` (RoCE carries no SL): mlx5 returns the CQE's packet type
+// there, bit 3 = UDP present (RoCE v2), bits 2:0 = 1 (IPv6) or 2 (IPv4).
+// Applications built against mlx5 rely on it: UCX 1.13's ud_verbs reads
+// `sl & 7` to find the destination address in the GRH area, so a 0 made it
+// read an IPv4 header as IPv6 and drop every datagram (ETH_DGID_CHECK).
+constexpr uint8_t kSlRoceV2Ipv6 = 0x8 | 0x1;
+constexpr uint8_t kSlRoceV2Ipv4 = 0x8 | 0x2;
+
+void CompleteDatagram(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire::RecordHeader& req,
+                      const DatagramHeader& d) {
   ibv_wc wc{};
   wc.wr_id = w.wr_id;
   wc.status = status;
@@ -95,6 +109,7 @@ void CompleteDatagram(Qp& qp, const RecvWqe& w, ibv_wc_status status,
   wc.src_qp = req.src_qpn;
   wc.wc_flags = IBV_WC_GRH;
   wc.pkey_index = 0;  // the one P_Key of the port
+  wc.sl = GrhIsIpv4(d) ? kSlRoceV2Ipv4 : kSlRoceV2Ipv6;
   if (req.flags & wire::kFlagHasImm) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = req.imm;
@@ -248,7 +263,7 @@ void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
     // Too small for GRH + payload: dropped, unless the WQE came from an SRQ
     // (it was taken already, so it completes in error).
     if (qp.srq) {
-      CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
+      CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req, d);
       ConsumeRecv(qp);
     }
     return;
@@ -256,7 +271,7 @@ void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   iovec local[limits::kMaxSge];
   const int nlocal = ResolveRecv(engine, slot, need, local);
   if (nlocal < 0) {
-    CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req);
+    CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req, d);
     ConsumeRecv(qp);
     EnterError(engine, qp);
     return;
@@ -270,7 +285,7 @@ void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
     memcpy(local[i].iov_base, buf + off, local[i].iov_len);
     off += local[i].iov_len;
   }
-  CompleteDatagram(qp, *slot.wqe, IBV_WC_SUCCESS, req);
+  CompleteDatagram(qp, *slot.wqe, IBV_WC_SUCCESS, req, d);
   ConsumeRecv(qp);
 }
 

@@ -88,6 +88,10 @@ TEST_F(UdTest, GrhAreaAndCompletion) {
   EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
   EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
   EXPECT_EQ(ntohl(wc.imm_data), 0xabcdu);
+  // RoCE has no SL: `sl` carries the packet type as mlx5 reports it, which
+  // UCX's ud_verbs reads (sl & 7 == 2: IPv4) to find the destination address
+  // in the GRH area; with 0 it dropped every datagram.
+  EXPECT_EQ(wc.sl, 0x8 | 0x2) << "RoCE v2 (UDP), IPv4 header";
   // 20 zero bytes, then the IPv4 header of the datagram.
   for (int i = 0; i < 20; ++i) EXPECT_EQ(dst[i], 0) << "byte " << i;
   const uint8_t* ip = &dst[20];
@@ -231,6 +235,7 @@ TEST_F(UdTest, Ipv6GrhArea) {
   auto r = PollN(cq_b, 1);
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].byte_len, kGrh + 10);
+  EXPECT_EQ(r[0].sl, 0x8 | 0x1) << "RoCE v2 (UDP), IPv6 header";
   EXPECT_EQ(dst[0], 0x6a) << "version 6, traffic class high nibble";
   EXPECT_EQ(dst[1], 0x41) << "traffic class low nibble, flow label high bits";
   EXPECT_EQ(dst[2], 0x23);
