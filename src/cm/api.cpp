@@ -165,8 +165,7 @@ int BindAddr(rdma_cm_id* cm_id, sockaddr* addr) {
   if (!IsAnyAddress(addr)) {
     // A specific address binds the id to the device that owns it.
     Gid gid = RoceGidOf(addr);
-    id->id.verbs = service->devices[0];
-    id->id.port_num = 1;
+    service->AssignDevice(id);
     id->gid_index = FindGidIndex(id->id.verbs, gid);
     std::memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, gid.data(), 16);
     id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
@@ -215,8 +214,7 @@ int ResolveAddr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_m
       uint16_t port = id->port->port();
       std::memcpy(&id->id.route.addr.src_storage, &chosen, sizeof(chosen));
       SetPort(&id->id.route.addr.src_addr, port);
-      id->id.verbs = service->devices[0];
-      id->id.port_num = 1;
+      service->AssignDevice(id);
       id->gid_index = gid_index;
       id->remote_gid = RoceGidOf(dst);
       std::memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, sgid.data(), 16);
@@ -490,7 +488,7 @@ int CreateQpEx(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
   }
   id->id.qp = qp;
   id->id.qp_type = attr->qp_type;
-  if (id->id.pd == nullptr) id->id.pd = pd;
+  id->id.pd = qp->pd;  // as librdmacm: the id's PD is its QP's from now on
   if (int err = PrepareNewQp(id); err != 0) {
     ibv_destroy_qp(qp);
     id->id.qp = nullptr;
@@ -670,9 +668,54 @@ __be16 GetDstPort(rdma_cm_id* cm_id) {
   return htons(PortOf(&cm_id->route.addr.dst_addr));
 }
 
+namespace {
+
+// A copy of `len` bytes of `addr` in a sockaddr_storage (freed by
+// FreeAddrInfo); nullptr when out of memory.
+sockaddr* CopyAddress(const sockaddr* addr, socklen_t len) {
+  auto* copy = static_cast<sockaddr*>(std::calloc(1, sizeof(sockaddr_storage)));
+  if (copy != nullptr) std::memcpy(copy, addr, std::min<size_t>(len, sizeof(sockaddr_storage)));
+  return copy;
+}
+
+// rdma_getaddrinfo with neither node nor service: the result is the hints
+// themselves (flags, family, QP type, port space and their addresses), as
+// librdmacm answers; pyverbs asks this way for a multicast group's address.
+int AddrInfoFromHints(const rdma_addrinfo& hints, rdma_addrinfo** res) {
+  auto* result = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+  if (result == nullptr) return Fail(ENOMEM);
+  result->ai_flags = hints.ai_flags;
+  result->ai_family = hints.ai_family;
+  result->ai_qp_type = hints.ai_qp_type;
+  result->ai_port_space = hints.ai_port_space;
+  bool ok = true;
+  if (hints.ai_dst_addr != nullptr && hints.ai_dst_len > 0) {
+    result->ai_dst_addr = CopyAddress(hints.ai_dst_addr, hints.ai_dst_len);
+    result->ai_dst_len = hints.ai_dst_len;
+    ok = result->ai_dst_addr != nullptr;
+  }
+  if (ok && hints.ai_src_addr != nullptr && hints.ai_src_len > 0) {
+    result->ai_src_addr = CopyAddress(hints.ai_src_addr, hints.ai_src_len);
+    result->ai_src_len = hints.ai_src_len;
+    ok = result->ai_src_addr != nullptr;
+  }
+  if (!ok) {
+    FreeAddrInfo(result);
+    return Fail(ENOMEM);
+  }
+  *res = result;
+  return 0;
+}
+
+}  // namespace
+
 int GetAddrInfo(const char* node, const char* service_name, const rdma_addrinfo* hints,
                 rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service_name == nullptr)) return Fail(EINVAL);
+  if (res == nullptr) return Fail(EINVAL);
+  if (node == nullptr && service_name == nullptr) {
+    if (hints == nullptr) return Fail(EINVAL);
+    return AddrInfoFromHints(*hints, res);
+  }
   addrinfo ai_hints{};
   int flags = hints != nullptr ? hints->ai_flags : 0;
   ai_hints.ai_family = hints != nullptr ? hints->ai_family : AF_UNSPEC;
@@ -709,13 +752,8 @@ int GetAddrInfo(const char* node, const char* service_name, const rdma_addrinfo*
     result->ai_dst_addr = addr;
     result->ai_dst_len = found->ai_addrlen;
     if (hints != nullptr && hints->ai_src_addr != nullptr && hints->ai_src_len > 0) {
-      auto* src = static_cast<sockaddr*>(std::calloc(1, sizeof(sockaddr_storage)));
-      if (src != nullptr) {
-        std::memcpy(src, hints->ai_src_addr,
-                    std::min<size_t>(hints->ai_src_len, sizeof(sockaddr_storage)));
-        result->ai_src_addr = src;
-        result->ai_src_len = hints->ai_src_len;
-      }
+      result->ai_src_addr = CopyAddress(hints->ai_src_addr, hints->ai_src_len);
+      if (result->ai_src_addr != nullptr) result->ai_src_len = hints->ai_src_len;
     }
   }
   freeaddrinfo(found);

@@ -130,6 +130,7 @@ IdPrivate* NewChild(Service* service, IdPrivate* listener, const CmaHeader& head
                     uint64_t service_id, const std::string& from, pid_t from_pid) {
   auto* child = new IdPrivate;
   child->id.verbs = listener->id.verbs != nullptr ? listener->id.verbs : service->devices[0];
+  child->id.pd = service->DefaultPd(child->id.verbs);  // as AssignDevice
   child->id.context = listener->id.context;
   child->id.ps = listener->id.ps;
   child->id.qp_type = listener->id.qp_type;

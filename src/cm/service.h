@@ -46,6 +46,14 @@ class Service {
   // as librdmacm does) and the default PD per context.
   std::vector<ibv_context*> devices;
   ibv_pd* DefaultPd(ibv_context* context);
+  // Binds `id` to the device (port 1) and gives it the device's default PD
+  // in id->pd, as librdmacm does the moment an id gets its device:
+  // applications (pyverbs among them) allocate with id->pd before any QP.
+  void AssignDevice(IdPrivate* id) {
+    id->id.verbs = devices[0];
+    id->id.port_num = 1;
+    if (id->id.pd == nullptr) id->id.pd = DefaultPd(id->id.verbs);
+  }
   // The XRC domain librdmacm gives XRC QPs and SRQs of a device (one, private).
   ibv_xrcd* DefaultXrcd(ibv_context* context);
   ibv_device_attr device_attr{};

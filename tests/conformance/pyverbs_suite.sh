@@ -12,7 +12,11 @@
 #
 # Environment: SOFTRDMA_TEST_LIB_DIR (see ../interop/lib.sh),
 # SR_TIMEOUT (seconds for the whole suite, default 300),
-# SOFTRDMA_PYVERBS_SUITE (the suite's directory, default Debian's).
+# SOFTRDMA_PYVERBS_SUITE (the suite's directory, default Debian's),
+# SOFTRDMA_PYVERBS_LAUNCHER (the `softrdma` command: the suite then runs
+# under `softrdma run`, which presents the device's sysfs files, so that the
+# rdma_cm tests find the device's IP address and run; they must all pass
+# then; skips when `softrdma run` cannot set up its namespaces here).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../interop/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../interop/lib.sh"
@@ -43,8 +47,17 @@ results="$SR_TMP/results.tsv"
 log="$SR_TMP/suite.log"
 start=$SECONDS
 rc=0
-sr_run "$python" "$here/pyverbs_results.py" "$copy" "$results" --dev "$SR_DEVICE" >"$log" 2>&1 ||
-  rc=$?
+launcher=()
+if [[ -n "${SOFTRDMA_PYVERBS_LAUNCHER:-}" ]]; then
+  launcher=("$SOFTRDMA_PYVERBS_LAUNCHER" run --)
+  probe=0
+  sr_run "${launcher[@]}" true >"$SR_TMP/probe.log" 2>&1 || probe=$?
+  ((probe != 124)) || sr_skip "softrdma run cannot set up its namespaces here:" \
+    "$(head -c 300 "$SR_TMP/probe.log")"
+  ((probe == 0)) || sr_fail "softrdma run -- true exited with $probe: $(cat "$SR_TMP/probe.log")"
+fi
+sr_run "${launcher[@]}" "$python" "$here/pyverbs_results.py" "$copy" "$results" \
+  --dev "$SR_DEVICE" >"$log" 2>&1 || rc=$?
 elapsed=$((SECONDS - start))
 if ((rc != 0)) || [[ ! -s "$results" ]]; then
   cat "$log" >&2
@@ -73,6 +86,15 @@ for id in "${!outcome[@]}"; do
       ;;
   esac
 done
+# Under `softrdma run` the rdma_cm tests have what they look for: none may
+# skip.
+if ((${#launcher[@]})); then
+  for id in "${!outcome[@]}"; do
+    if [[ "$id" == tests.test_rdmacm.* && "${outcome[$id]}" == skip ]]; then
+      unexpected+=("skip under softrdma run: $id: ${detail[$id]}")
+    fi
+  done
+fi
 stale=()
 for id in "${KNOWN_FAILING[@]}"; do
   case "${outcome[$id]:-missing}" in

@@ -160,3 +160,51 @@ TEST(CmBind, ListenAndConnectOverTheHostsIpv6Address) {
 
 }  // namespace
 }  // namespace softrdma::rdmacm_test
+
+namespace softrdma::rdmacm_test {
+namespace {
+
+// As librdmacm: an id has the device's PD in id->pd as soon as it has the
+// device (bound to an address, resolved, or made by a request), and the
+// PD of its QP once it has one. pyverbs allocates with id->pd before any QP.
+TEST(CmIdPd, TheDevicesPdComesWithTheDeviceAndTheQpsPdWithTheQp) {
+  RunScenario([] {
+    rdma_event_channel* ch = NewChannel();
+    ASSERT_NE(ch, nullptr);
+    Events events(ch);
+    sockaddr_in any = Ipv4("127.0.0.1", 0);
+    rdma_cm_id* listener = NewListener(ch, Sa(&any));
+    ASSERT_NE(listener, nullptr);
+    ASSERT_NE(listener->verbs, nullptr);
+    ASSERT_NE(listener->pd, nullptr);
+    EXPECT_EQ(listener->pd->context, listener->verbs);
+    // A UD QP made with id->pd works: an address handle on the same PD.
+    ibv_ah_attr ah{};
+    ah.is_global = 1;
+    ah.port_num = 1;
+    ASSERT_EQ(ibv_query_gid(listener->verbs, 1, 0, &ah.grh.dgid), 0);
+    ibv_ah* handle = ibv_create_ah(listener->pd, &ah);
+    ASSERT_NE(handle, nullptr) << strerror(errno);
+    EXPECT_EQ(ibv_destroy_ah(handle), 0);
+
+    sockaddr_in dst = Ipv4("127.0.0.1", SrcPort(listener));
+    rdma_cm_id* active = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &active, nullptr, RDMA_PS_TCP), 0);
+    EXPECT_EQ(active->pd, nullptr);  // no device yet
+    ASSERT_EQ(rdma_resolve_addr(active, nullptr, Sa(&dst), 2000), 0);
+    ASSERT_TRUE(events.Await(RDMA_CM_EVENT_ADDR_RESOLVED, active).ok);
+    EXPECT_EQ(active->pd, listener->pd);  // the device's one PD
+    ibv_pd* own = ibv_alloc_pd(active->verbs);
+    ASSERT_NE(own, nullptr);
+    ASSERT_NE(NewQp(active, own), nullptr);
+    EXPECT_EQ(active->pd, own);
+    rdma_destroy_qp(active);
+    EXPECT_EQ(rdma_destroy_id(active), 0);
+    EXPECT_EQ(ibv_dealloc_pd(own), 0);
+    EXPECT_EQ(rdma_destroy_id(listener), 0);
+    rdma_destroy_event_channel(ch);
+  });
+}
+
+}  // namespace
+}  // namespace softrdma::rdmacm_test
