@@ -194,6 +194,7 @@ Status Engine::Init() {
 Engine::~Engine() = default;
 
 void Engine::Shutdown() {
+  death_watch_.Stop();
   stop_.store(true);
   if (thread_.joinable()) {
     ring_->Wake();  // the thread waits on the ring's word, whatever its state
@@ -417,6 +418,7 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
           link->pid, reinterpret_cast<const ExtentTable*>(base + hdr->extent_offset));
   }
   peers_[ref.slot] = link;
+  if (!(ref == me_)) death_watch_.Watch(link);
   return link;
 }
 

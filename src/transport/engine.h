@@ -28,6 +28,7 @@
 #include "core/qp.h"
 #include "host/registry.h"
 #include "transport/messages.h"
+#include "transport/peer_death_watch.h"
 #include "transport/peer_mappings.h"
 #include "util/status.h"
 #include "wire/shm/ring.h"
@@ -55,6 +56,10 @@ struct PeerLink {
   // in Engine::SendOwed's time: later destroys give it one try only, so that
   // a stopped peer costs one wait, not one per QP.
   std::atomic<bool> owed_acks_stalled{false};
+  // Set when the peer process has exited (transport/peer_death_watch.h):
+  // nothing is placed into its memory any more, and requests to it go
+  // unanswered, as to a node that died.
+  std::atomic<bool> gone{false};
 };
 
 class Engine {
@@ -218,6 +223,7 @@ class Engine {
   std::mutex peers_mutex_;
   std::map<uint32_t, std::shared_ptr<PeerLink>> peers_;    // by slot
   std::set<std::pair<uint32_t, uint32_t>> refused_peers_;  // (slot, gen) already reported
+  PeerDeathWatch death_watch_;
 
   SpinLock service_lock_;
   std::vector<Qp*> service_list_;

@@ -170,6 +170,13 @@ int MoveBytes(PeerLink& peer, uint8_t* mapped, const iovec* local, int nlocal, u
 [[gnu::always_inline]] inline Direct ExecuteDirect(Engine& engine, Qp& qp, const DirectOp& w,
                                                    ibv_wc_status* status) {
   PeerLink& peer = *qp.peer;
+  // The target process has exited: its memory (still mapped here, or
+  // reachable until its pid is reused) must not take data any more; a NIC
+  // would get no answer from that node and give up after its retries.
+  if (peer.gone.load(std::memory_order_relaxed)) {
+    *status = IBV_WC_RETRY_EXC_ERR;
+    return Direct::kFailed;
+  }
   const PublishedQp* pub = engine.registry().published_qp(qp.attr.dest_qp_num);
   if (!pub) return Direct::kUseRing;
   QpSnapshot t = ReadQpEntry(*pub);
