@@ -5,15 +5,18 @@
 # get, add_*, fadd, cswap) name the device and transport (-d, -x); UCP tests
 # (tag_*, stream_*, ucp_*) get them from UCX_NET_DEVICES and UCX_TLS. Both
 # processes must exit 0 and the client must print the final results row.
-# Usage: ucx_perftest_pair.sh TLS TEST [ucx_perftest options...]
+# Usage: ucx_perftest_pair.sh cma0|- TLS TEST [ucx_perftest options...]
+#   cma0: the two-copy path (SOFTRDMA_CMA=0 SOFTRDMA_MAP_MR=0); -: the default
 #   TLS: rc_verbs, ud_verbs, or a UCX_TLS list for UCP (rc_verbs,ud_verbs)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../cli/cli_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../cli/cli_lib.sh"
-tls=$1
-test=$2
-shift 2
-cli_init "ucx_$(printf '%s_' "$tls" "$test" "$@" | tr -c 'A-Za-z0-9_\n' '_')"
+variant=$1
+tls=$2
+test=$3
+shift 3
+[[ "$variant" == "-" ]] && variant=""
+cli_init "ucx_$(printf '%s_' "$tls" "$test" "$@" | tr -c 'A-Za-z0-9_\n' '_')" ${variant:+"$variant"}
 sr_need_tool ucx_perftest ucx-utils
 cli_need_run
 
