@@ -176,6 +176,7 @@ class Qp {
   std::vector<ibv_sge> srq_sges;
   bool srq_wqe_held = false;
   bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED raised
+  bool comm_established = false;  // IBV_EVENT_COMM_EST raised (a request met the QP in RTR)
   // --- XRC target (transport/xrc.cpp): no PD, no CQs; `srq` is bound per
   // message to the SRQ the sender names, and recv_cq to that SRQ's CQ.
   Xrcd* xrcd = nullptr;

@@ -56,6 +56,7 @@ void ResetQueues(Qp& qp) {
   qp.xrc_fwd_pending = false;
   qp.xrc_fwd_dropped = false;
   qp.last_wqe_reached = false;
+  qp.comm_established = false;
   qp.sq.tail = qp.sq.head;
   qp.sq_tx = qp.sq.head;
   qp.rq.tail = qp.rq.head;

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "core/limits.h"
+#include "core/objects.h"
 #include "core/qp_state_machine.h"
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
@@ -231,6 +232,14 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   if (!EnsurePeer(engine, qp) || req.src_qpn != qp.attr.dest_qp_num ||
       req.src_slot != qp.peer->ref.slot || req.src_gen != qp.peer->ref.gen)
     return false;  // an RC or UC QP only talks to its connected peer
+  // The first request that finds the QP in RTR: the HCA's "communication
+  // established" event (the CM uses it when data overtakes the RTU; rdma_notify).
+  // Once per QP until it is reset. One-sided operations a requester executes
+  // directly do not pass here (docs/abi.md).
+  if (qp.state == IBV_QPS_RTR && !qp.comm_established) {
+    qp.comm_established = true;
+    PostAsyncEvent(qp.ctx, IBV_EVENT_COMM_EST, qp.verbs());
+  }
   // RDMA WRITE/READ/atomics (two-copy path) and error notices.
   if (req.type != wire::RecordType::kSend) return OnOneSidedRequest(engine, qp, req, view);
   const bool fragment = req.mode == wire::PayloadMode::kFragment;
