@@ -16,7 +16,9 @@ tls=$2
 test=$3
 shift 3
 [[ "$variant" == "-" ]] && variant=""
-cli_init "ucx_$(printf '%s_' "$tls" "$test" "$@" | tr -c 'A-Za-z0-9_\n' '_')" ${variant:+"$variant"}
+# The name also names the test's shared-memory namespace (64 characters at
+# most, or its cleanup would miss the truncated files): no options in it.
+cli_init "ucx_${tls//,/_}_$test" ${variant:+"$variant"}
 sr_need_tool ucx_perftest ucx-utils
 cli_need_run
 
