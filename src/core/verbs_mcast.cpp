@@ -27,33 +27,37 @@ int Fail(int err) {
   return err;
 }
 
-}  // namespace
-
-int AttachMcast(ibv_qp* ibqp, const ibv_gid* gid, uint16_t /*lid*/) {
+// The part attach and detach share: the checks, then `op(groups, engine,
+// qp)` under the QP's lock (which guards qp.mcast_attachments).
+template <typename Op>
+int UnderQpLock(ibv_qp* ibqp, const ibv_gid* gid, Op op) {
   if (int rc = CheckMcastArgs(ibqp, gid)) return Fail(rc);
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return Fail(EIO);
   Qp& qp = *Qp::From(ibqp);
   std::lock_guard<SpinLock> lock(qp.lock);
   McastGroups groups(engine->registry());
-  // Attach answers 0 for a pair attached already; count each pair once.
-  bool attached = false;
-  groups.ForEachMember(gid->raw, [&](uint32_t qpn) { attached |= qpn == ibqp->qp_num; });
-  if (int rc = groups.Attach(engine->me(), ibqp->qp_num, gid->raw)) return Fail(rc);
-  if (!attached) ++qp.mcast_attachments;
+  if (int rc = op(groups, engine->me(), qp)) return Fail(rc);
   return 0;
 }
 
+}  // namespace
+
+int AttachMcast(ibv_qp* ibqp, const ibv_gid* gid, uint16_t /*lid*/) {
+  return UnderQpLock(ibqp, gid, [&](McastGroups& groups, ProcRef me, Qp& qp) {
+    bool added = false;
+    int rc = groups.Attach(me, ibqp->qp_num, gid->raw, &added);
+    if (added) ++qp.mcast_attachments;  // a pair attached twice counts once
+    return rc;
+  });
+}
+
 int DetachMcast(ibv_qp* ibqp, const ibv_gid* gid, uint16_t /*lid*/) {
-  if (int rc = CheckMcastArgs(ibqp, gid)) return Fail(rc);
-  Engine* engine = Engine::Get(nullptr);
-  if (!engine) return Fail(EIO);
-  Qp& qp = *Qp::From(ibqp);
-  std::lock_guard<SpinLock> lock(qp.lock);
-  if (int rc = McastGroups(engine->registry()).Detach(engine->me(), ibqp->qp_num, gid->raw))
-    return Fail(rc);
-  --qp.mcast_attachments;
-  return 0;
+  return UnderQpLock(ibqp, gid, [&](McastGroups& groups, ProcRef me, Qp& qp) {
+    int rc = groups.Detach(me, ibqp->qp_num, gid->raw);
+    if (rc == 0) --qp.mcast_attachments;
+    return rc;
+  });
 }
 
 }  // namespace softrdma::verbs

@@ -33,10 +33,6 @@ ProcRef OwnerOf(uint64_t w) {
                  static_cast<uint32_t>(w >> kGenShift)};
 }
 
-McastSlot* Table(Registry& r) {
-  return r.mcast_slots();
-}
-
 }  // namespace
 
 bool IsMulticastGid(const uint8_t gid[16]) {
@@ -62,9 +58,10 @@ bool McastGroups::ValidMember(uint32_t i, const uint8_t mgid[16], uint32_t* qpn)
   return true;
 }
 
-int McastGroups::Attach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]) {
-  McastSlot* table = Table(registry_);
+int McastGroups::Attach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16], bool* added) {
+  McastSlot* table = registry_.mcast_slots();
   const uint64_t valid = Pack(kValid, qpn, owner);
+  *added = false;
   for (uint32_t i = 0; i < kMcastTableSize; ++i) {
     if (table[i].word.load(std::memory_order_acquire) == valid &&
         memcmp(table[i].mgid, mgid, 16) == 0)
@@ -78,6 +75,7 @@ int McastGroups::Attach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]) {
         continue;
       memcpy(table[i].mgid, mgid, 16);
       table[i].word.store(valid, std::memory_order_release);
+      *added = true;
       return 0;
     }
     if (ReclaimStale() == 0) break;
@@ -86,7 +84,7 @@ int McastGroups::Attach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]) {
 }
 
 int McastGroups::Detach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]) {
-  McastSlot* table = Table(registry_);
+  McastSlot* table = registry_.mcast_slots();
   uint64_t valid = Pack(kValid, qpn, owner);
   for (uint32_t i = 0; i < kMcastTableSize; ++i) {
     if (table[i].word.load(std::memory_order_acquire) != valid ||
@@ -99,7 +97,7 @@ int McastGroups::Detach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]) {
 }
 
 int McastGroups::ReclaimStale() {
-  McastSlot* table = Table(registry_);
+  McastSlot* table = registry_.mcast_slots();
   int freed = 0;
   for (uint32_t i = 0; i < kMcastTableSize; ++i) {
     uint64_t w = table[i].word.load(std::memory_order_acquire);

@@ -43,9 +43,9 @@ class McastGroups {
   explicit McastGroups(Registry& registry) : registry_(registry) {}
 
   // Attaches QP `qpn` of process `owner` to `mgid`. 0 (also when it is
-  // attached already, as rxe and mlx5 answer), or ENOMEM when the table is
-  // full of live attachments.
-  int Attach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]);
+  // attached already, as rxe and mlx5 answer; *added tells which), or ENOMEM
+  // when the table is full of live attachments.
+  int Attach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16], bool* added);
   // 0, or EINVAL when that QP is not attached to `mgid`.
   int Detach(ProcRef owner, uint32_t qpn, const uint8_t mgid[16]);
 
