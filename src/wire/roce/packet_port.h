@@ -1,0 +1,63 @@
+// The seam between the RoCEv2 transport (QPs whose peer is reached over UDP)
+// and the network below it (sockets, demultiplexing to the owning process,
+// fault injection). The transport sees only this interface, so its tests run
+// over an in-process fake (eRPC's pattern) and the sockets' tests need no QP.
+//
+// A datagram here is a UDP payload: BTH, extension headers, payload, pad and
+// ICRC (roce-wire.md). IP and UDP headers are the kernel's.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include <netinet/in.h>
+#include <sys/uio.h>
+
+namespace softrdma::roce {
+
+// The RoCEv2 UDP destination port (roce-wire.md §1).
+inline constexpr uint16_t kRoceUdpPort = 4791;
+
+// An IP endpoint. IPv4 addresses are held IPv4-mapped (::ffff:a.b.c.d), as
+// in a RoCEv2 GID, so one type serves both families; port in host order.
+struct IpEndpoint {
+  in6_addr addr{};
+  uint16_t port = 0;
+};
+
+// One datagram to send. `parts` point into the caller's memory (headers,
+// payload straight from registered memory, pad + ICRC): the port copies
+// nothing it does not have to, and nothing after Send returns.
+struct OutDatagram {
+  IpEndpoint to;          // port 0 means kRoceUdpPort
+  in6_addr from{};        // the local address (the source GID); :: = any
+  uint16_t src_port = 0;  // UDP source port (flow entropy); 0 = the port's own
+  static constexpr int kMaxParts = 4;
+  iovec parts[kMaxParts]{};
+  int nparts = 0;
+};
+
+// One datagram received. `data` is valid only during the sink call.
+struct InDatagram {
+  IpEndpoint from;   // the sender's address and UDP source port
+  in6_addr local{};  // the address it was sent to (the destination GID)
+  const uint8_t* data = nullptr;
+  uint32_t len = 0;  // UDP payload length
+};
+
+using DatagramSink = std::function<void(const InDatagram&)>;
+
+class PacketPort {
+ public:
+  virtual ~PacketPort() = default;
+  // Sends `n` datagrams in order. Returns how many the kernel (or fake)
+  // accepted from the start of the array: fewer than n when its buffers are
+  // full (the caller keeps the rest and retries later, as on a full ring);
+  // a negative errno when nothing can ever be sent (e.g. no route).
+  virtual int Send(const OutDatagram* datagrams, int n) = 0;
+  // Hands every datagram that has arrived to `sink`, at most `max`, without
+  // blocking. Returns the count.
+  virtual int Poll(const DatagramSink& sink, int max) = 0;
+};
+
+}  // namespace softrdma::roce
