@@ -30,6 +30,11 @@ class Srq;
 struct WrBatch;
 struct Xrcd;
 void DestroyWrBatch(WrBatch* batch);
+namespace transport::roce {
+struct RoceQp;
+}
+// Out of line (transport/roce/roce_wire.cpp): the QP's RoCE state.
+void DestroyRoceQp(transport::roce::RoceQp* rq);
 
 struct SendWqe {
   uint64_t wr_id;
@@ -191,6 +196,10 @@ class Qp {
   // nothing of the QP is here; it can be queried and destroyed.
   bool xrc_foreign = false;
   ProcRef xrc_owner{};
+  // --- the RoCE wire (transport/roce/roce_qp.h): set when the peer is
+  // reached over UDP; `peer` is then null.
+  std::unique_ptr<transport::roce::RoceQp, void (*)(transport::roce::RoceQp*)> roce{nullptr,
+                                                                                    DestroyRoceQp};
   // --- UD: the last destination's process (transport/datagram.cpp)
   std::shared_ptr<PeerLink> ud_peer;
   uint32_t ud_peer_qpn = 0;

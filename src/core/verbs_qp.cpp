@@ -187,15 +187,13 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
     for (Cq* cq : cqs)
       if (cq) cq->RemoveQpCompletions(ibqp->qp_num);
     qp.peer.reset();
+    qp.roce.reset();
   }
   if (next == IBV_QPS_RTR && prev == IBV_QPS_INIT) {
     qp.epsn = qp.attr.rq_psn;
-    // The peer is found by (GID, QPN). A GID of this host means the shm
-    // wire; other hosts need the RoCE wire, which is not implemented yet:
-    // sends to them will fail with IBV_WC_RETRY_EXC_ERR, as to an
-    // unreachable peer.
-    if (Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid))
-      qp.peer = engine->ResolveQpn(qp.attr.dest_qp_num);
+    // The peer is found by (GID, QPN); the wire is chosen here, per peer
+    // (docs/design.md "RoCEv2 transport").
+    transport::ChooseWire(*engine, qp);
   }
   if (next == IBV_QPS_RTS && prev == IBV_QPS_RTR) {
     qp.next_psn = qp.attr.sq_psn;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "transport/engine.h"
+#include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -201,6 +202,7 @@ void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
 }
 
 bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
+  if (qp.roce) return roce::CheckTimers(engine, qp, now, deadline);
   if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET) return false;
   // A WQE waiting for ring space counts as outstanding too: a peer that
   // stops draining its ring is as dead to us as one that stops answering.

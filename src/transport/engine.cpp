@@ -12,6 +12,8 @@
 
 #include "core/limits.h"
 #include "host/unusable_shm.h"
+#include "transport/roce/port_factory.h"
+#include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
 #include "util/clock.h"
@@ -46,6 +48,11 @@ constexpr uint32_t kAppDrainsBeforeQuiet = 16;
 constexpr uint64_t kTimerTickNs = 5000000;  // 5 ms
 constexpr int kDrainBatch = 64;
 constexpr uint32_t kPollsBeforeBusyPolling = 256;
+// How often the progress thread polls the RoCE port while a QP uses it and
+// the application does not poll.
+constexpr uint64_t kRocePollNs = 1000000;  // 1 ms
+// Datagrams taken from the RoCE port per poll.
+constexpr int kRocePollBatch = 64;
 // How often a record stuck half-written at the head of the ring is looked at.
 constexpr uint64_t kPendingRecheckNs = 100000000;  // 100 ms
 // How often work blocked on a full peer ring is retried by the thread.
@@ -271,6 +278,11 @@ void Engine::UnregisterQp(Qp* qp) {
   for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
   std::erase(ack_list_, qp);
   ring_->UnlockConsumer();
+  // Likewise the RoCE receive side: a poll that found the QP has finished.
+  if (roce_active_.load(std::memory_order_acquire)) {
+    roce_rx_lock_.lock();
+    roce_rx_lock_.unlock();
+  }
   // Only now: a drain that ran before we held the consumer lock (an ACK its
   // flush could not send, a response waiting for ring space) may have queued
   // the QP for service again. The map lock keeps a ServiceQps pass (which
@@ -468,6 +480,7 @@ void Engine::CountPollAfterArm() {
 
 void Engine::ProgressSlow() {
   DrainRing(/*by_app=*/true);
+  if (roce_active_.load(std::memory_order_relaxed)) PollRoce();
   if (service_pending_.load(std::memory_order_relaxed)) {
     uint64_t next = 0;
     ServiceQps(NowNs(), &next);
@@ -818,6 +831,8 @@ void Engine::ThreadMain() {
     uint64_t now = NowNs();
     uint64_t next_deadline = 0;
     bool did = DrainRing(/*by_app=*/false);
+    const bool roce = roce_active_.load(std::memory_order_relaxed);
+    if (roce) did |= PollRoce();
     // ACKs an application's drain held back: at the latest about one window
     // after the application stopped polling (see DeferAcks).
     FlushDeferredAcks();
@@ -850,6 +865,9 @@ void Engine::ThreadMain() {
     // spinning (the peer may be slow, or gone until its timer fires).
     if (service_pending_.load(std::memory_order_acquire) && (!timeout || timeout > kBlockedRetryNs))
       timeout = kBlockedRetryNs;
+    // The RoCE port's packets do not wake this futex: look every tick while
+    // a QP uses the wire (docs/design.md "RoCEv2 transport": progress).
+    if (roce && (!timeout || timeout > kRocePollNs)) timeout = kRocePollNs;
     thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
     // An application drain may have held ACKs back before it could see
     // that we sleep (DeferAcks): they must not wait for our wake-up.
@@ -874,6 +892,54 @@ void Engine::ThreadMain() {
     ring_->FinishSleep();
     thread_state_.store(kRunning, std::memory_order_relaxed);
   }
+}
+
+roce::PacketPort* Engine::OpenPacketPort() {
+  std::lock_guard<std::mutex> lock(roce_port_mutex_);
+  if (!roce_port_tried_) {
+    roce_port_tried_ = true;
+    Status err;
+    roce_port_ = transport::roce::OpenPacketPort(&err);
+    if (!roce_port_)
+      SOFTRDMA_LOG(kWarn, "no RoCE packet port: %s (peers on other hosts are unreachable)",
+                   err.message().c_str());
+    roce_port_ready_.store(true, std::memory_order_release);
+  }
+  return roce_port_.get();
+}
+
+void Engine::SetPacketPortForTesting(std::unique_ptr<roce::PacketPort> port) {
+  std::lock_guard<std::mutex> lock(roce_port_mutex_);
+  // Not while a poll uses the old one (the progress thread's).
+  std::lock_guard<SpinLock> rx(roce_rx_lock_);
+  roce_port_ = std::move(port);
+  roce_port_tried_ = true;
+  roce_forced_for_testing_ = roce_port_ != nullptr;
+  roce_port_ready_.store(true, std::memory_order_release);
+}
+
+bool Engine::roce_forced() const {
+  return roce_forced_for_testing_ || transport::roce::WireForcedToRoce();
+}
+
+bool Engine::PollRoce() {
+  if (!packet_port() || !roce_rx_lock_.try_lock()) return false;
+  roce::PacketPort* port = roce_port_.get();  // under the lock: a test may swap it
+  if (!port) {
+    roce_rx_lock_.unlock();
+    return false;
+  }
+  std::vector<Qp*> acks;
+  const int n =
+      port->Poll([&](const roce::InDatagram& d) { transport::roce::OnDatagram(*this, d, &acks); },
+                 kRocePollBatch);
+  // One ACK per QP per burst (rc-transport.md §4.5: coalesced).
+  for (Qp* qp : acks) {
+    std::lock_guard<SpinLock> lock(qp->lock);
+    transport::roce::SendOwedAck(*this, *qp);
+  }
+  roce_rx_lock_.unlock();
+  return n > 0;
 }
 
 }  // namespace softrdma

@@ -30,7 +30,9 @@
 #include "transport/messages.h"
 #include "transport/peer_death_watch.h"
 #include "transport/peer_mappings.h"
+#include "util/spinlock.h"
 #include "util/status.h"
+#include "wire/roce/packet_port.h"
 #include "wire/shm/ring.h"
 #include "wire/shm/shm_region.h"
 
@@ -102,7 +104,9 @@ class Engine {
   void Progress() {
     CountPoll();
     if (app_may_block_.load(std::memory_order_relaxed)) CountPollAfterArm();
-    if (ring_->HeadReady() || service_pending_.load(std::memory_order_relaxed)) ProgressSlow();
+    if (ring_->HeadReady() || service_pending_.load(std::memory_order_relaxed) ||
+        roce_active_.load(std::memory_order_relaxed))
+      ProgressSlow();
   }
   // Progress() would do nothing but count the poll: nothing at the ring's
   // head, no deferred work or ACKs held back, no armed CQ to account for.
@@ -110,7 +114,8 @@ class Engine {
   bool NothingToDrive() const {
     return !app_may_block_.load(std::memory_order_relaxed) &&
            !service_pending_.load(std::memory_order_relaxed) &&
-           !acks_deferred_.load(std::memory_order_relaxed) && !ring_->HeadReady();
+           !acks_deferred_.load(std::memory_order_relaxed) &&
+           !roce_active_.load(std::memory_order_relaxed) && !ring_->HeadReady();
   }
   // Called when a poll found nothing to return: the application waits
   // rather than answers, so ACKs held back for its reply go now.
@@ -135,9 +140,26 @@ class Engine {
   bool Send(PeerLink& peer, const wire::RecordHeader& hdr, const void* payload, uint32_t len);
   bool SendGather(PeerLink& peer, const wire::RecordHeader& hdr, const iovec* parts, int nparts);
 
+  // The RoCE wire's packet port (transport/roce), opened on first use;
+  // nullptr when none can be (then no QP goes over RoCE).
+  roce::PacketPort* packet_port() {
+    return roce_port_ready_.load(std::memory_order_acquire) ? roce_port_.get() : OpenPacketPort();
+  }
+  // Tests: an in-process port instead of the UDP one, and every RC/UC peer
+  // over it (as SOFTRDMA_WIRE=roce). Before any QP uses the RoCE wire.
+  void SetPacketPortForTesting(std::unique_ptr<roce::PacketPort> port);
+  // Whether RC/UC peers on this host go over RoCE too (SOFTRDMA_WIRE=roce).
+  bool roce_forced() const;
+  // A QP was attached to the RoCE wire: polls of the CQs poll the port too.
+  void ActivateRoce() { roce_active_.store(true, std::memory_order_release); }
+  // Receives what the port holds and hands it to the QPs; sends the ACKs
+  // that the burst made due. true if anything arrived.
+  bool PollRoce();
+
   ~Engine();
 
  private:
+  roce::PacketPort* OpenPacketPort();
   // Peer's answer for a process whose segment cannot be used: says why on
   // stderr, once per process (ReportToUser), and returns nullptr: its QPs
   // are unreachable (peers_mutex_ held).
@@ -245,6 +267,17 @@ class Engine {
   // Set by posters when sends become outstanding; cleared by the progress
   // thread before it sleeps without a timeout (see WatchTimers).
   std::atomic<bool> timers_armed_{false};
+
+  // The RoCE wire (transport/roce): its port, opened once; the flag that
+  // makes Progress() poll it; the lock of its receive side (one poller at a
+  // time; UnregisterQp takes it to know that no poll still uses a QP).
+  std::mutex roce_port_mutex_;
+  std::unique_ptr<roce::PacketPort> roce_port_;
+  std::atomic<bool> roce_port_ready_{false};
+  bool roce_port_tried_ = false;
+  bool roce_forced_for_testing_ = false;
+  std::atomic<bool> roce_active_{false};
+  SpinLock roce_rx_lock_;
 };
 
 }  // namespace softrdma

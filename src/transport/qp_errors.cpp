@@ -2,6 +2,7 @@
 // (docs/qp-state-machine.md §5-6).
 #include "transport/engine.h"
 #include "transport/recv_source.h"
+#include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
 
@@ -30,6 +31,7 @@ void EnterError(Engine& engine, Qp& qp) {
   qp.peer_qp_gone = false;
   qp.frag_active = false;
   qp.frag_received = 0;
+  roce::OnError(qp);           // a message half received is abandoned
   qp.xrc_fwd_pending = false;  // its outcome no longer matters
   qp.xrc_fwd_dropped = false;
 }

@@ -11,6 +11,7 @@
 #include "core/wr_opcodes.h"
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
+#include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
 #include "util/config.h"
@@ -315,9 +316,20 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
 
 }  // namespace
 
+void ChooseWire(Engine& engine, Qp& qp) {
+  const bool local = Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid);
+  if ((qp.type == IBV_QPT_RC || qp.type == IBV_QPT_UC) && (engine.roce_forced() || !local)) {
+    // Without a port the peer is unreachable: sends end in RETRY_EXC_ERR.
+    if (roce::Attach(engine, qp)) engine.ActivateRoce();
+    return;
+  }
+  if (local) qp.peer = engine.ResolveQpn(qp.attr.dest_qp_num);
+}
+
 bool EnsurePeer(Engine& engine, Qp& qp) {
   if (qp.peer) return true;
-  if (Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid))
+  // SOFTRDMA_WIRE=roce: never over shared memory, even without a port.
+  if (Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid) && !engine.roce_forced())
     qp.peer = engine.ResolveQpn(qp.attr.dest_qp_num);
   return qp.peer != nullptr;
 }
@@ -332,11 +344,15 @@ void Transmit(Engine& engine, Qp& qp) {
   // SQD: WQEs not yet started stay queued until the QP returns to RTS.
   if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
   if (qp.type == IBV_QPT_UD) return TransmitDatagrams(engine, qp);
-  if (!qp.peer && !EnsurePeer(engine, qp) && qp.type == IBV_QPT_UC) {
-    // Unreliable: what nobody receives is lost, and the sender never knows.
-    qp.sq_tx = qp.sq.head;
-    CompleteUnacknowledged(qp);
-    return;
+  if (!qp.peer) [[unlikely]] {
+    // The RoCE wire (transport/roce): its own requester, same WQEs.
+    if (qp.roce) return roce::Transmit(engine, qp);
+    if (!EnsurePeer(engine, qp) && qp.type == IBV_QPT_UC) {
+      // Unreliable: what nobody receives is lost, and the sender never knows.
+      qp.sq_tx = qp.sq.head;
+      CompleteUnacknowledged(qp);
+      return;
+    }
   }
   if (!qp.peer) {
     // Nobody owns the destination QPN (or it is on another host, and the
@@ -399,6 +415,7 @@ void Transmit(Engine& engine, Qp& qp) {
 }
 
 bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
+  if (qp.roce) return roce::Service(engine, qp, now, deadline);
   bool did = false;
   // Two-copy READ/atomic responses waiting for ring space go first (before
   // any ACK that would overtake them).

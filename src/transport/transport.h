@@ -34,6 +34,10 @@ int LockAndPostSend(Engine& engine, Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad_w
 // Transmits queued WQEs until the queue is empty, the peer's ring is full or
 // an RNR wait is pending.
 void Transmit(Engine& engine, Qp& qp);
+// At RTR: the wire to the QP's peer. RC/UC over RoCE (qp.roce) when the
+// destination GID is not this host's or SOFTRDMA_WIRE=roce; else over shared
+// memory (qp.peer, resolved now or lazily by EnsurePeer).
+void ChooseWire(Engine& engine, Qp& qp);
 // Maps the connected peer's process if not done yet (lazily, as the
 // remote QP may be created after our RTR). false = no live owner.
 bool EnsurePeer(Engine& engine, Qp& qp);

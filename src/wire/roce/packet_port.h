@@ -13,10 +13,9 @@
 #include <netinet/in.h>
 #include <sys/uio.h>
 
-namespace softrdma::roce {
+#include "wire/roce/headers.h"  // kRoceUdpPort
 
-// The RoCEv2 UDP destination port (roce-wire.md §1).
-inline constexpr uint16_t kRoceUdpPort = 4791;
+namespace softrdma::roce {
 
 // An IP endpoint. IPv4 addresses are held IPv4-mapped (::ffff:a.b.c.d), as
 // in a RoCEv2 GID, so one type serves both families; port in host order.
@@ -57,7 +56,13 @@ class PacketPort {
   virtual int Send(const OutDatagram* datagrams, int n) = 0;
   // Hands every datagram that has arrived to `sink`, at most `max`, without
   // blocking. Returns the count.
+  // The sink may call Send (ACKs, READ responses); Send may be called from
+  // several threads at once, Poll from one at a time.
   virtual int Poll(const DatagramSink& sink, int max) = 0;
+  // An fd that polls readable when Poll would find something (so a thread
+  // can sleep in poll/epoll until packets come), or -1 (then the engine
+  // looks every millisecond while a QP uses the wire).
+  virtual int ReadableFd() const { return -1; }
 };
 
 }  // namespace softrdma::roce

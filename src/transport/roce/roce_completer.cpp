@@ -1,0 +1,268 @@
+// RoCE completer: ACKs, NAKs, READ responses and ATOMIC ACKs retire send
+// WQEs in order (rc-transport.md §6). A response for a later PSN implicitly
+// acknowledges the SEND/WRITE WQEs before it; a READ/atomic it passes over
+// lost its response (implied NAK) and is retried. Completions and the NAK ->
+// status mapping are the shm wire's (completer.cpp).
+#include <algorithm>
+#include <cstring>
+
+#include "core/limits.h"
+#include "transport/engine.h"
+#include "transport/iov_slice.h"
+#include "transport/roce/roce_packets.h"
+#include "transport/roce/roce_requester.h"
+#include "transport/transport.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace softrdma::transport::roce {
+
+namespace sr = softrdma::roce;
+
+namespace {
+
+uint32_t LastPsn(const SendWqe& w, uint32_t mtu) {
+  return PsnAdd(w.psn, WqePackets(w, mtu) - 1);
+}
+
+// A response made progress: the retransmit timer and retry budget start over.
+void Progress(Qp& qp) {
+  qp.progress_seen = true;
+  qp.retries_left = qp.attr.retry_cnt;
+}
+
+void AdvanceComp(RoceQp& rq, uint32_t psn_after) {
+  if (PsnDiff(psn_after, rq.comp_psn) > 0) rq.comp_psn = psn_after;
+}
+
+enum class Retire { kDone, kImpliedNak };
+
+// Retires the head WQEs all of whose PSNs are up to `psn` (inclusive) or
+// before it. A READ/atomic without its response stops the walk: its
+// response was lost (an implied NAK) when `psn` passed it.
+Retire RetireThrough(Qp& qp, uint32_t psn, bool inclusive) {
+  RoceQp& rq = *qp.roce;
+  while (qp.sq.tail != qp.sq.head) {
+    SendWqe& w = qp.sq.at(qp.sq.tail);
+    if (!w.has_psn || IsLocalOp(w.opcode)) break;
+    const int32_t d = PsnDiff(LastPsn(w, rq.mtu), psn);
+    if (inclusive ? d > 0 : d >= 0) break;
+    if (IsReadOrAtomic(w.opcode) && !w.resp_done) return Retire::kImpliedNak;
+    if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
+    AdvanceComp(rq, PsnAdd(LastPsn(w, rq.mtu), 1));
+    ++qp.sq.tail;
+    if (static_cast<int32_t>(qp.sq_tx - qp.sq.tail) < 0) {
+      qp.sq_tx = qp.sq.tail;
+      rq.tx_packet = 0;
+    }
+  }
+  return Retire::kDone;
+}
+
+// Go-back-N from the oldest unacknowledged PSN, counted against retry_cnt.
+void Retry(Engine& engine, Qp& qp) {
+  if (qp.retries_left == 0) {
+    FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
+    return;
+  }
+  --qp.retries_left;
+  Rewind(qp);
+  Transmit(engine, qp);
+}
+
+ibv_wc_status NakStatus(uint8_t syndrome) {
+  switch (syndrome) {
+    case sr::kNakInvalidRequest:
+      return IBV_WC_REM_INV_REQ_ERR;
+    case sr::kNakRemoteAccessError:
+      return IBV_WC_REM_ACCESS_ERR;
+    default:
+      return IBV_WC_REM_OP_ERR;
+  }
+}
+
+// The head WQE, if it holds PSN `psn` and was sent.
+SendWqe* HeadHolding(Qp& qp, uint32_t psn) {
+  if (qp.sq.tail == qp.sq.head) return nullptr;
+  SendWqe& w = qp.sq.at(qp.sq.tail);
+  if (!w.has_psn || PsnDiff(psn, w.psn) < 0 || PsnDiff(psn, LastPsn(w, qp.roce->mtu)) > 0)
+    return nullptr;
+  return &w;
+}
+
+// Completes the head READ/atomic whose response is complete.
+void FinishHead(Qp& qp, SendWqe& w) {
+  RoceQp& rq = *qp.roce;
+  w.resp_done = true;
+  if (rq.rd_atomic_out > 0) --rq.rd_atomic_out;
+  if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
+  AdvanceComp(rq, PsnAdd(LastPsn(w, rq.mtu), 1));
+  ++qp.sq.tail;
+  if (static_cast<int32_t>(qp.sq_tx - qp.sq.tail) < 0) {
+    qp.sq_tx = qp.sq.tail;
+    rq.tx_packet = 0;
+  }
+}
+
+// Writes response bytes at `offset` of the head WQE's local buffers.
+bool PlaceResponse(Engine& engine, Qp& qp, const SendWqe& w, uint64_t offset,
+                   std::span<const uint8_t> data) {
+  iovec local[limits::kMaxSge];
+  const int n = engine.mr_table().ResolveSges(qp.sq.sge_of(qp.sq.tail), w.num_sge, qp.pd->id,
+                                              IBV_ACCESS_LOCAL_WRITE, local, UINT64_MAX, nullptr);
+  if (n < 0) return false;
+  iovec pieces[limits::kMaxSge];
+  const int np = SliceIovecs(local, n, offset, data.size(), pieces);
+  const uint8_t* from = data.data();
+  for (int i = 0; i < np; ++i) {
+    memcpy(pieces[i].iov_base, from, pieces[i].iov_len);
+    from += pieces[i].iov_len;
+  }
+  return true;
+}
+
+void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
+  RoceQp& rq = *qp.roce;
+  const uint32_t psn = in.h.bth.psn;
+  const uint8_t syndrome = in.h.aeth.syndrome;
+  switch (sr::AethTypeOf(syndrome)) {
+    case sr::AethType::kAck:
+      if (RetireThrough(qp, psn, /*inclusive=*/true) == Retire::kImpliedNak) {
+        Progress(qp);
+        return Retry(engine, qp);
+      }
+      AdvanceComp(rq, PsnAdd(psn, 1));
+      Progress(qp);
+      qp.rnr_retries_left = qp.attr.rnr_retry;
+      break;
+    case sr::AethType::kRnrNak: {
+      // Every NAK acknowledges what came before it.
+      if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
+        return Retry(engine, qp);
+      if (!HeadHolding(qp, psn)) return;  // stale
+      Progress(qp);
+      if (qp.attr.rnr_retry != 7) {
+        if (qp.rnr_retries_left == 0) return FailSendHead(engine, qp, IBV_WC_RNR_RETRY_EXC_ERR);
+        --qp.rnr_retries_left;
+      }
+      AdvanceComp(rq, psn);
+      Rewind(qp);
+      qp.rnr_wait_until_ns = NowNs() + RnrTimerNs(sr::AethValueOf(syndrome));
+      engine.NeedService(&qp);
+      return;
+    }
+    case sr::AethType::kNak:
+      if (syndrome == sr::kNakPsnSequenceError) {
+        if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
+          return Retry(engine, qp);
+        // The rest of a burst whose head got an RNR NAK: rewound already.
+        if (qp.rnr_wait_until_ns && psn == rq.comp_psn) return;
+        AdvanceComp(rq, psn);
+        qp.progress_seen = true;
+        return Retry(engine, qp);
+      }
+      if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
+        return Retry(engine, qp);
+      if (!HeadHolding(qp, psn)) return;  // stale
+      return FailSendHead(engine, qp, NakStatus(syndrome));
+    case sr::AethType::kReserved:
+      return;  // ignored (hfi1)
+  }
+  if (qp.tx_blocked || qp.sq_tx != qp.sq.head) Transmit(engine, qp);
+}
+
+void OnReadResponse(Engine& engine, Qp& qp, const PacketIn& in) {
+  RoceQp& rq = *qp.roce;
+  const uint32_t psn = in.h.bth.psn;
+  // A READ response acknowledges every request before it.
+  if (RetireThrough(qp, PsnAdd(psn, 0xFFFFFF), /*inclusive=*/true) == Retire::kImpliedNak) {
+    if (!HeadHolding(qp, psn)) return Retry(engine, qp);
+  }
+  SendWqe* w = HeadHolding(qp, psn);
+  if (!w || w->opcode != IBV_WR_RDMA_READ || w->resp_done) {
+    GetCounters().drop_unsolicited_response.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint32_t expected = PsnAdd(w->psn, w->rx_offset / rq.mtu);
+  if (psn != expected) {
+    // Behind: a duplicate. Ahead: responses were lost; ask again from the
+    // first missing one, once per gap (the timer covers a lost retry).
+    if (PsnDiff(psn, expected) > 0 && !rq.read_gap_retried) {
+      rq.read_gap_retried = true;
+      Retry(engine, qp);
+    } else {
+      GetCounters().drop_psn_window.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  rq.read_gap_retried = false;
+  const sr::Position pos = in.info->position;
+  const bool first = pos == sr::Position::kFirst || pos == sr::Position::kOnly;
+  // A replay from a mid-message PSN may start with FIRST (hfi1) or MIDDLE
+  // (rxe): both are taken; only the byte count decides the end.
+  (void)first;
+  if (w->rx_offset + in.payload.size() > w->total_len) {
+    GetCounters().drop_bad_header.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (!in.payload.empty() && !PlaceResponse(engine, qp, *w, w->rx_offset, in.payload))
+    return FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
+  w->rx_offset += static_cast<uint32_t>(in.payload.size());
+  Progress(qp);
+  AdvanceComp(rq, PsnAdd(psn, 1));
+  if (in.info->IsLastOfMessage()) {
+    if (w->rx_offset != w->total_len) return Retry(engine, qp);  // short: ask again
+    FinishHead(qp, *w);
+  }
+  if (qp.tx_blocked || qp.sq_tx != qp.sq.head) Transmit(engine, qp);
+}
+
+void OnAtomicAck(Engine& engine, Qp& qp, const PacketIn& in) {
+  const uint32_t psn = in.h.bth.psn;
+  if (RetireThrough(qp, PsnAdd(psn, 0xFFFFFF), /*inclusive=*/true) == Retire::kImpliedNak) {
+    if (!HeadHolding(qp, psn)) return Retry(engine, qp);
+  }
+  SendWqe* w = HeadHolding(qp, psn);
+  if (!w || !IsAtomicOp(w->opcode) || w->resp_done) {
+    GetCounters().drop_unsolicited_response.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint64_t original = in.h.atomic_ack.original;
+  uint8_t bytes[8];
+  memcpy(bytes, &original, 8);  // host order, as the shm wire places it
+  if (w->num_sge > 0 && !PlaceResponse(engine, qp, *w, 0, bytes))
+    return FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
+  Progress(qp);
+  FinishHead(qp, *w);
+  if (qp.tx_blocked || qp.sq_tx != qp.sq.head) Transmit(engine, qp);
+}
+
+}  // namespace
+
+void OnResponsePacket(Engine& engine, Qp& qp, const PacketIn& in) {
+  if ((qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD && qp.state != IBV_QPS_SQE) ||
+      qp.type != IBV_QPT_RC) {
+    GetCounters().drop_wrong_qp.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // Only PSNs we have sent can be answered.
+  const uint32_t psn = in.h.bth.psn;
+  if (qp.sq.tail == qp.sq.head || PsnDiff(psn, qp.next_psn) >= 0 ||
+      PsnDiff(psn, qp.roce->comp_psn) < -kMaxStalePsns) {
+    GetCounters().drop_psn_window.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  switch (in.info->operation) {
+    case sr::Operation::kAcknowledge:
+      return OnAckPacket(engine, qp, in);
+    case sr::Operation::kRdmaReadResponse:
+      return OnReadResponse(engine, qp, in);
+    case sr::Operation::kAtomicAcknowledge:
+      return OnAtomicAck(engine, qp, in);
+    default:
+      GetCounters().drop_unsolicited_response.fetch_add(1, std::memory_order_relaxed);
+      return;
+  }
+}
+
+}  // namespace softrdma::transport::roce

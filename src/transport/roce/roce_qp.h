@@ -1,0 +1,125 @@
+// The RoCEv2 transport: the three roles of an RC/UC QP (requester,
+// completer, responder; rc-transport.md) over packets, for QPs whose peer is
+// reached over UDP (docs/design.md "RoCEv2 transport"). What is not about
+// packets is shared with the shm wire: WR validation and queueing
+// (requester.cpp), the receive WQE choice (recv_source.h), MR and rkey checks
+// (core/mr_table.h), completions and the NAK -> IBV_WC_* mapping
+// (completer.cpp), errors and flushes (qp_errors.cpp), the timer encodings
+// (RnrTimerNs, AckTimeoutNs). Every function expects the caller to hold
+// qp.lock unless it says otherwise.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "core/qp.h"
+#include "wire/roce/icrc.h"
+#include "wire/roce/packet_port.h"
+
+namespace softrdma {
+class Engine;
+}
+
+namespace softrdma::transport::roce {
+
+using softrdma::roce::InDatagram;
+using softrdma::roce::IpEndpoint;
+using softrdma::roce::NetworkHeaders;
+using softrdma::roce::PacketPort;
+
+// A READ or atomic the responder executed, kept to answer its duplicates
+// (rc-transport.md §4.3): a READ is re-executed from the MR, an atomic's
+// saved result is sent again (never re-executed).
+struct Resource {
+  bool valid = false;
+  bool atomic = false;
+  uint32_t first_psn = 0;
+  uint32_t last_psn = 0;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t original = 0;  // atomic: the value before it
+};
+
+enum class InMessage : uint8_t { kNone, kSend, kWrite };
+
+struct RoceQp {
+  NetworkHeaders net;  // this QP's datagrams: source and destination GIDs
+  IpEndpoint to;       // the peer's address, UDP port 4791
+  uint32_t mtu = 1024;
+
+  // --- requester / completer
+  uint32_t tx_packet = 0;  // packets of sq.at(sq_tx) already sent
+  uint32_t comp_psn = 0;   // oldest PSN not yet acknowledged
+  uint32_t rd_atomic_out = 0;
+  bool read_gap_retried = false;  // READ responses went missing: retried once per gap
+
+  // --- responder
+  uint32_t msn = 0;
+  bool nak_sent = false;  // one sequence NAK per gap
+  bool ack_due = false;   // a coalesced ACK for epsn - 1
+  bool uc_dropping = false;
+  InMessage in_message = InMessage::kNone;
+  uint64_t in_offset = 0;  // bytes of the message placed so far
+  uint64_t write_va = 0;
+  uint32_t write_rkey = 0;
+  uint32_t write_length = 0;
+  std::vector<Resource> resources;  // max_dest_rd_atomic entries, recycled oldest first
+  uint32_t next_resource = 0;
+};
+
+// Per-reason counters of received packets dropped, and of the protocol's
+// events, for this process (read by tests and, later, the softrdma CLI).
+struct Counters {
+  std::atomic<uint64_t> tx_packets{0};
+  std::atomic<uint64_t> rx_packets{0};
+  std::atomic<uint64_t> drop_short{0};           // EMSGSIZE
+  std::atomic<uint64_t> drop_bad_icrc{0};        // EILSEQ
+  std::atomic<uint64_t> drop_unknown_opcode{0};  // EOPNOTSUPP, or XRC/RD/CNP
+  std::atomic<uint64_t> drop_bad_header{0};      // TVer, pad, payload length for the MTU
+  std::atomic<uint64_t> drop_no_qp{0};           // no QP of ours has that number, or not RoCE
+  std::atomic<uint64_t> drop_wrong_qp{0};        // QP state, type, or sender not its peer
+  std::atomic<uint64_t> drop_psn_window{0};      // out of sequence (after its NAK), or stale
+  std::atomic<uint64_t> drop_unsolicited_response{0};
+  std::atomic<uint64_t> retransmits{0};  // go-back-N restarts (timeout, NAK, implied NAK)
+  std::atomic<uint64_t> duplicates{0};   // duplicate requests answered
+  std::atomic<uint64_t> seq_naks_sent{0};
+  std::atomic<uint64_t> rnr_naks_sent{0};
+  std::atomic<uint64_t> send_refused{0};  // the port took fewer datagrams than offered
+};
+Counters& GetCounters();
+
+// The process-wide wire choice (docs/design.md): SOFTRDMA_WIRE=roce sends
+// every RC/UC peer over UDP, even one on this host.
+bool WireForcedToRoce();
+
+// At RTR: makes `qp` a RoCE QP (qp.roce) if the engine has a packet port.
+// false: none can be opened (the QP then behaves as towards an unreachable
+// peer, RETRY_EXC_ERR).
+bool Attach(Engine& engine, Qp& qp);
+// RESET: forgets the connection's state.
+void Detach(Qp& qp);
+// ERR: drops a message being received, its ACK owed.
+void OnError(Qp& qp);
+
+// Requester: sends queued WQEs as packets until the SQ is empty, the window
+// (or max_rd_atomic) is full, a fence waits, or the port is full.
+void Transmit(Engine& engine, Qp& qp);
+// Deferred work (port full, RNR wait). As transport::Service.
+bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
+// Retransmit timer. As transport::CheckTimers.
+bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
+
+// Receive: one UDP payload. Checks it (codec, ICRC, QP) and hands it to the
+// responder or the completer of its QP. Without any QP lock held; QPs that
+// owe a coalesced ACK afterwards are appended to `acks` (once each).
+void OnDatagram(Engine& engine, const InDatagram& datagram, std::vector<Qp*>* acks);
+// Sends the coalesced ACK a QP owes (qp.lock held).
+void SendOwedAck(Engine& engine, Qp& qp);
+
+// Internal to the transport (roce_*.cpp).
+void OnRequestPacket(Engine& engine, Qp& qp, const struct PacketIn& in);
+void OnResponsePacket(Engine& engine, Qp& qp, const struct PacketIn& in);
+
+}  // namespace softrdma::transport::roce

@@ -1,0 +1,246 @@
+// RoCE requester: turns send WQEs into path-MTU packets with a PSN each
+// (rc-transport.md §3), keeps at most kWindow PSNs unacknowledged, and
+// restarts from the oldest unacknowledged PSN (go-back-N) when the completer
+// or the retransmit timer asks. The WQEs, their validation and queueing are
+// the shm wire's (requester.cpp); only their transmission differs.
+#include <algorithm>
+
+#include <endian.h>
+
+#include "core/limits.h"
+#include "transport/engine.h"
+#include "transport/iov_slice.h"
+#include "transport/roce/roce_packets.h"
+#include "transport/roce/roce_requester.h"
+#include "transport/transport.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace softrdma::transport::roce {
+
+namespace {
+
+// Unacknowledged PSNs the requester may have outstanding (rxe's 128).
+constexpr int32_t kWindow = 128;
+// AckReq on every this many packets of a long message besides the last, so
+// that the window moves before the message ends.
+constexpr uint32_t kAckReqEvery = 32;
+
+enum class PacketTx { kSent, kBlocked, kFailed };
+
+uint8_t SendFamilyOpcode(const SendWqe& w, bool first, bool last) {
+  const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  if (write) {
+    const bool imm = w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    if (first && last) return imm ? opc::kWriteOnlyImm : opc::kWriteOnly;
+    if (first) return opc::kWriteFirst;
+    if (!last) return opc::kWriteMiddle;
+    return imm ? opc::kWriteLastImm : opc::kWriteLast;
+  }
+  if (first && last) {
+    if (w.opcode == IBV_WR_SEND_WITH_IMM) return opc::kSendOnlyImm;
+    if (w.opcode == IBV_WR_SEND_WITH_INV) return opc::kSendOnlyInv;
+    return opc::kSendOnly;
+  }
+  if (first) return opc::kSendFirst;
+  if (!last) return opc::kSendMiddle;
+  if (w.opcode == IBV_WR_SEND_WITH_IMM) return opc::kSendLastImm;
+  if (w.opcode == IBV_WR_SEND_WITH_INV) return opc::kSendLastInv;
+  return opc::kSendLast;
+}
+
+PacketTx SendWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k) {
+  SendWqe& w = qp.sq.at(index);
+  RoceQp& rq = *qp.roce;
+  TransportHeaders h{};
+  h.bth.dest_qp = qp.attr.dest_qp_num;
+  if (w.opcode == IBV_WR_RDMA_READ) {
+    // A retry of a partly answered READ asks only for what is missing.
+    const uint32_t done = w.rx_offset;
+    h.bth.opcode = opc::kReadRequest;
+    h.bth.psn = PsnAdd(w.psn, done / rq.mtu);
+    h.bth.ack_req = true;
+    h.reth = {w.remote_addr + done, w.rkey, w.total_len - done};
+    return SendPacket(engine, rq, h, nullptr, 0, 0) ? PacketTx::kSent : PacketTx::kBlocked;
+  }
+  if (IsAtomicOp(w.opcode)) {
+    const bool cas = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+    h.bth.opcode = cas ? opc::kCompareSwap : opc::kFetchAdd;
+    h.bth.psn = w.psn;
+    h.bth.ack_req = true;
+    h.atomic_eth = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
+    return SendPacket(engine, rq, h, nullptr, 0, 0) ? PacketTx::kSent : PacketTx::kBlocked;
+  }
+  const bool uc = qp.type == IBV_QPT_UC;
+  const uint32_t packets = PacketCount(w.total_len, rq.mtu);
+  const bool first = k == 0, last = k + 1 == packets;
+  const uint64_t offset = uint64_t{k} * rq.mtu;
+  const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(rq.mtu, w.total_len - offset));
+  h.bth.opcode = static_cast<uint8_t>(SendFamilyOpcode(w, first, last) | (uc ? opc::kUcBase : 0));
+  h.bth.psn = PsnAdd(w.psn, k);
+  h.bth.ack_req = !uc && (last || k % kAckReqEvery == kAckReqEvery - 1);
+  h.bth.solicited =
+      last && w.solicited && (w.opcode != IBV_WR_RDMA_WRITE);  // SE: SENDs and WRITE with immediate
+  const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  if (write && first) h.reth = {w.remote_addr, w.rkey, w.total_len};
+  if (last && (w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM))
+    h.imm_data = be32toh(w.imm);
+  if (last && w.opcode == IBV_WR_SEND_WITH_INV) h.invalidate_rkey = w.key;
+  iovec pieces[limits::kMaxSge];
+  int npieces = 0;
+  if (length > 0) {
+    if (w.is_inline) {
+      pieces[0] = iovec{qp.inline_slot(index) + offset, length};
+      npieces = 1;
+    } else {
+      iovec local[limits::kMaxSge];
+      const int nlocal = ResolveLocal(engine, qp, index, w, local);
+      if (nlocal < 0) return PacketTx::kFailed;
+      npieces = SliceIovecs(local, nlocal, offset, length, pieces);
+    }
+  }
+  return SendPacket(engine, rq, h, pieces, npieces, length) ? PacketTx::kSent : PacketTx::kBlocked;
+}
+
+}  // namespace
+
+uint32_t WqePackets(const SendWqe& w, uint32_t mtu) {
+  return IsAtomicOp(w.opcode) ? 1 : PacketCount(w.total_len, mtu);
+}
+
+void Rewind(Qp& qp) {
+  RoceQp& rq = *qp.roce;
+  qp.sq_tx = qp.sq.tail;
+  rq.rd_atomic_out = 0;
+  rq.tx_packet = 0;
+  if (qp.sq.tail != qp.sq.head) {
+    // Packets of the oldest WQE that were acknowledged are not sent again.
+    const SendWqe& w = qp.sq.at(qp.sq.tail);
+    if (w.has_psn && !IsReadOrAtomic(w.opcode)) {
+      const int32_t acked = PsnDiff(rq.comp_psn, w.psn);
+      if (acked > 0 && static_cast<uint32_t>(acked) < WqePackets(w, rq.mtu))
+        rq.tx_packet = static_cast<uint32_t>(acked);
+    }
+  }
+  GetCounters().retransmits.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Transmit(Engine& engine, Qp& qp) {
+  if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
+  RoceQp& rq = *qp.roce;
+  const bool uc = qp.type == IBV_QPT_UC;
+  // The retransmit timer runs from the moment the oldest WQE starts out.
+  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.progress_seen = true;
+  while (qp.sq_tx != qp.sq.head) {
+    SendWqe& w = qp.sq.at(qp.sq_tx);
+    if (IsLocalOp(w.opcode)) {
+      const OneSidedTx o = ExecuteLocalOp(engine, qp, qp.sq_tx);  // invalidate.cpp
+      if (o == OneSidedTx::kRetired) continue;
+      if (o == OneSidedTx::kWait) qp.tx_blocked = true;  // resumed as earlier WQEs complete
+      return;
+    }
+    const bool read_or_atomic = IsReadOrAtomic(w.opcode);
+    if (rq.tx_packet == 0) {
+      if (w.fenced && rq.rd_atomic_out > 0) {
+        qp.tx_blocked = true;
+        return;
+      }
+      if (read_or_atomic && rq.rd_atomic_out >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) {
+        qp.tx_blocked = true;
+        return;
+      }
+    }
+    if (!w.has_psn) {
+      w.psn = qp.next_psn;
+      qp.next_psn = PsnAdd(qp.next_psn, WqePackets(w, rq.mtu));
+      w.has_psn = true;
+      w.rx_offset = 0;
+      w.resp_done = false;
+      if (qp.sq_tx == qp.sq.tail) rq.comp_psn = w.psn;
+    }
+    const uint32_t packets = read_or_atomic ? 1 : WqePackets(w, rq.mtu);
+    while (rq.tx_packet < packets) {
+      const uint32_t psn =
+          read_or_atomic ? PsnAdd(w.psn, w.rx_offset / rq.mtu) : PsnAdd(w.psn, rq.tx_packet);
+      if (!uc && PsnDiff(psn, rq.comp_psn) >= kWindow) {
+        qp.tx_blocked = true;  // an ACK moves the window and transmits again
+        return;
+      }
+      const PacketTx r = SendWqePacket(engine, qp, qp.sq_tx, rq.tx_packet);
+      if (r == PacketTx::kBlocked) {
+        qp.tx_blocked = true;
+        engine.NeedService(&qp);
+        return;
+      }
+      if (r == PacketTx::kFailed) {
+        // A bad local SGE: the WQE fails once everything before it completed.
+        if (qp.sq_tx == qp.sq.tail) {
+          FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
+        } else {
+          qp.tx_blocked = true;
+          engine.NeedService(&qp);
+        }
+        return;
+      }
+      ++rq.tx_packet;
+    }
+    rq.tx_packet = 0;
+    if (read_or_atomic) ++rq.rd_atomic_out;
+    ++qp.sq_tx;
+    if (uc) CompleteUnacknowledged(qp);  // UC: done once on the wire
+  }
+  qp.tx_blocked = false;
+}
+
+bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
+  bool did = false;
+  if (qp.roce->ack_due) {
+    SendOwedAck(engine, qp);
+    did = true;
+  }
+  if (qp.rnr_wait_until_ns) {
+    if (now < qp.rnr_wait_until_ns) {
+      *deadline = qp.rnr_wait_until_ns;
+      engine.NeedService(&qp);
+      return did;
+    }
+    qp.rnr_wait_until_ns = 0;
+  }
+  if (qp.sq_tx != qp.sq.head && qp.state == IBV_QPS_RTS) {
+    const uint32_t before = qp.sq_tx, packet_before = qp.roce->tx_packet;
+    Transmit(engine, qp);
+    did |= qp.sq_tx != before || qp.roce->tx_packet != packet_before;
+  }
+  return did;
+}
+
+bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
+  if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET || qp.type != IBV_QPT_RC) return false;
+  const bool outstanding = qp.sq.tail != qp.sq.head && qp.sq.at(qp.sq.tail).has_psn;
+  if (!outstanding) return qp.rnr_wait_until_ns != 0;
+  if (qp.rnr_wait_until_ns) return true;  // the RNR wait is the responder's answer
+  const uint64_t timeout = AckTimeoutNs(qp.attr.timeout);
+  if (timeout == 0) return true;  // wait forever
+  if (qp.progress_seen) {
+    qp.progress_seen = false;
+    qp.last_ack_ns = now;
+  }
+  const uint64_t due = qp.last_ack_ns + timeout;
+  if (now < due) {
+    *deadline = due;
+    return true;
+  }
+  if (qp.retries_left == 0) {
+    SOFTRDMA_LOG(kInfo, "QP %u: retry count exceeded (RoCE)", qp.qpx.qp_base.qp_num);
+    FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
+    return false;
+  }
+  --qp.retries_left;
+  Rewind(qp);
+  qp.last_ack_ns = now;
+  Transmit(engine, qp);
+  *deadline = now + timeout;
+  return true;
+}
+
+}  // namespace softrdma::transport::roce

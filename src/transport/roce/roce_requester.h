@@ -1,0 +1,23 @@
+// What the RoCE completer needs of the requester: how many PSNs a WQE
+// takes, and the go-back-N restart.
+#pragma once
+
+#include <cstdint>
+
+#include "core/qp.h"
+
+namespace softrdma::transport::roce {
+
+inline bool IsAtomicOp(ibv_wr_opcode op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+inline bool IsReadOrAtomic(ibv_wr_opcode op) {
+  return op == IBV_WR_RDMA_READ || IsAtomicOp(op);
+}
+// PSNs a WQE takes: one per packet (a READ: one per response packet).
+uint32_t WqePackets(const SendWqe& w, uint32_t mtu);
+// Restarts transmission from the oldest WQE not acknowledged, skipping its
+// acknowledged packets (go-back-N).
+void Rewind(Qp& qp);
+
+}  // namespace softrdma::transport::roce

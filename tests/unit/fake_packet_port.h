@@ -1,0 +1,114 @@
+// An in-process PacketPort for the RoCE transport's tests (eRPC's pattern):
+// every datagram sent is delivered to this same process by the next Poll,
+// after the faults the test asked for (drop, duplicate, reorder; a seeded
+// generator, so a failing run can be repeated), or filtered by a predicate.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "wire/roce/packet_port.h"
+
+namespace softrdma::testing {
+
+// Probabilities per datagram sent, and the generator's seed.
+struct PortFaults {
+  double drop = 0, duplicate = 0, reorder = 0;
+  uint32_t seed = 1;
+};
+
+class FakePacketPort : public roce::PacketPort {
+ public:
+  using Faults = PortFaults;
+  // Datagrams for which this returns true are dropped (e.g. "the 3rd packet").
+  using DropIf = std::function<bool(const std::vector<uint8_t>& udp_payload, uint64_t index)>;
+
+  explicit FakePacketPort(Faults faults = {}) : faults_(faults), random_(faults.seed) {}
+
+  void SetFaults(Faults f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    faults_ = f;
+    random_.seed(f.seed);
+  }
+  void SetDropIf(DropIf f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drop_if_ = std::move(f);
+  }
+  // A datagram as if it came from `from` to `local` (malformed ones too).
+  void Inject(const std::vector<uint8_t>& bytes, const in6_addr& from, const in6_addr& local) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(Datagram{from, roce::kRoceUdpPort, local, bytes});
+  }
+  uint64_t sent() const { return sent_; }
+  uint64_t dropped() const { return dropped_; }
+
+  int Send(const roce::OutDatagram* datagrams, int n) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int i = 0; i < n; ++i) {
+      const roce::OutDatagram& d = datagrams[i];
+      Datagram copy{d.from, d.src_port ? d.src_port : roce::kRoceUdpPort, d.to.addr, {}};
+      for (int p = 0; p < d.nparts; ++p) {
+        const auto* b = static_cast<const uint8_t*>(d.parts[p].iov_base);
+        copy.bytes.insert(copy.bytes.end(), b, b + d.parts[p].iov_len);
+      }
+      const uint64_t index = sent_++;
+      if ((drop_if_ && drop_if_(copy.bytes, index)) || Chance(faults_.drop)) {
+        ++dropped_;
+        continue;
+      }
+      const bool twice = Chance(faults_.duplicate);
+      queue_.push_back(copy);
+      if (twice) queue_.push_back(copy);
+      if (queue_.size() >= 2 && Chance(faults_.reorder))
+        std::swap(queue_[queue_.size() - 1], queue_[queue_.size() - 2]);
+    }
+    return n;
+  }
+
+  int Poll(const roce::DatagramSink& sink, int max) override {
+    std::deque<Datagram> batch;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (!queue_.empty() && static_cast<int>(batch.size()) < max) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    // Without the lock: the sink sends (ACKs, responses).
+    for (const Datagram& d : batch) {
+      roce::InDatagram in;
+      in.from.addr = d.from;
+      in.from.port = d.src_port;
+      in.local = d.local;
+      in.data = d.bytes.data();
+      in.len = static_cast<uint32_t>(d.bytes.size());
+      sink(in);
+    }
+    return static_cast<int>(batch.size());
+  }
+
+ private:
+  struct Datagram {
+    in6_addr from;
+    uint16_t src_port;
+    in6_addr local;
+    std::vector<uint8_t> bytes;
+  };
+  bool Chance(double p) {
+    return p > 0 && std::uniform_real_distribution<double>(0, 1)(random_) < p;
+  }
+
+  std::mutex mutex_;
+  Faults faults_;
+  std::mt19937 random_;
+  DropIf drop_if_;
+  std::deque<Datagram> queue_;
+  uint64_t sent_ = 0, dropped_ = 0;
+};
+
+}  // namespace softrdma::testing

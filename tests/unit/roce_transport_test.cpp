@@ -1,0 +1,464 @@
+// The RoCE transport (src/transport/roce) between two QPs of this process
+// over an in-process packet port with faults (fake_packet_port.h): every
+// packet goes through the codec, the ICRC and the requester / responder /
+// completer; the shm wire is not used (Engine::SetPacketPortForTesting).
+#include <endian.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/verbs.h"
+#include "fake_packet_port.h"
+#include "transport/engine.h"
+#include "transport/roce/roce_qp.h"
+#include "util/clock.h"
+#include "wire/roce/packet.h"
+
+namespace softrdma {
+namespace {
+
+using namespace softrdma::verbs;
+using testing::FakePacketPort;
+namespace tr = transport::roce;
+
+int LoopbackGid(ibv_context* ctx) {
+  static const uint8_t lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+  for (int i = 0; i < 16; ++i) {
+    ibv_gid g{};
+    if (QueryGid(ctx, 1, i, &g) == 0 && memcmp(g.raw, lo, 16) == 0) return i;
+  }
+  return -1;
+}
+
+struct QpOptions {
+  ibv_qp_type type = IBV_QPT_RC;
+  ibv_mtu mtu = IBV_MTU_1024;
+  uint8_t timeout = 12;  // ~17 ms
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint8_t min_rnr_timer = 1;  // 10 us
+  uint8_t rd_atomic = 4;
+};
+
+class RoceTransport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Status err;
+    engine_ = Engine::Get(&err);
+    ASSERT_NE(engine_, nullptr);
+    auto port = std::make_unique<FakePacketPort>();
+    port_ = port.get();
+    engine_->SetPacketPortForTesting(std::move(port));
+    int n = 0;
+    ibv_device** list = GetDeviceList(&n);
+    ASSERT_GT(n, 0);
+    ctx_ = OpenDevice(list[0]);
+    FreeDeviceList(list);
+    ASSERT_NE(ctx_, nullptr);
+    gid_ = LoopbackGid(ctx_);
+    ASSERT_GE(gid_, 0);
+    pd_ = AllocPd(ctx_);
+    cq_a_ = CreateCq(ctx_, 4096, nullptr, nullptr, 0);
+    cq_b_ = CreateCq(ctx_, 4096, nullptr, nullptr, 0);
+    ASSERT_TRUE(pd_ && cq_a_ && cq_b_);
+  }
+  void TearDown() override {
+    for (ibv_qp* qp : {a_, b_})
+      if (qp) DestroyQp(qp);
+    for (ibv_mr* mr : mrs_) DeregMr(mr);
+    if (cq_a_) DestroyCq(cq_a_);
+    if (cq_b_) DestroyCq(cq_b_);
+    if (pd_) DeallocPd(pd_);
+    if (ctx_) CloseDevice(ctx_);
+    engine_->SetPacketPortForTesting(nullptr);
+  }
+
+  ibv_qp* MakeQp(ibv_cq* cq, const QpOptions& o) {
+    ibv_qp_init_attr qa{};
+    qa.send_cq = cq;
+    qa.recv_cq = cq;
+    qa.qp_type = o.type;
+    qa.cap = {1024, 1024, 4, 4, 64};
+    return CreateQp(pd_, &qa);
+  }
+  int Connect(ibv_qp* qp, uint32_t dest, const QpOptions& o) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        (o.type == IBV_QPT_RC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+    if (int rc =
+            ModifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      return rc;
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = o.mtu;
+    a.dest_qp_num = dest;
+    a.rq_psn = 0xFFFFF0;  // PSNs wrap during the tests
+    a.max_dest_rd_atomic = o.rd_atomic;
+    a.min_rnr_timer = o.min_rnr_timer;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.hop_limit = 1;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_);
+    QueryGid(ctx_, 1, gid_, &a.ah_attr.grh.dgid);
+    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    if (o.type == IBV_QPT_RC) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    if (int rc = ModifyQp(qp, &a, mask)) return rc;
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 0xFFFFF0;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.max_rd_atomic = o.rd_atomic;
+    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    if (o.type == IBV_QPT_RC)
+      mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    return ModifyQp(qp, &a, mask);
+  }
+  void MakePair(const QpOptions& o = {}) {
+    a_ = MakeQp(cq_a_, o);
+    b_ = MakeQp(cq_b_, o);
+    ASSERT_TRUE(a_ && b_);
+    ASSERT_EQ(Connect(a_, b_->qp_num, o), 0);
+    ASSERT_EQ(Connect(b_, a_->qp_num, o), 0);
+    ASSERT_NE(Qp::From(a_)->roce, nullptr) << "the QP must be on the RoCE wire";
+  }
+  ibv_mr* Register(std::vector<uint8_t>& buf) {
+    ibv_mr* mr = RegMr(pd_, buf.data(), buf.size(), reinterpret_cast<uintptr_t>(buf.data()),
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC);
+    mrs_.push_back(mr);
+    return mr;
+  }
+  // Polls `cq` until `n` completions arrived or `ms` passed.
+  std::vector<ibv_wc> Wait(ibv_cq* cq, size_t n, int ms = 10000) {
+    std::vector<ibv_wc> out;
+    const uint64_t end = NowNs() + uint64_t(ms) * 1000000;
+    while (out.size() < n && NowNs() < end) {
+      ibv_wc wc[16];
+      const int got = PollCq(cq, 16, wc);
+      for (int i = 0; i < got; ++i) out.push_back(wc[i]);
+      if (got == 0) std::this_thread::yield();
+    }
+    return out;
+  }
+  void PostRecv(ibv_qp* qp, ibv_mr* mr, void* addr, uint32_t len, uint64_t id) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(addr), len, mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(verbs::PostRecv(qp, &wr, &bad), 0);
+  }
+  int Post(ibv_qp* qp, ibv_wr_opcode op, ibv_mr* mr, void* addr, uint32_t len, uint64_t id,
+           uint64_t remote = 0, uint32_t rkey = 0, uint64_t compare_add = 0, uint64_t swap = 0) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(addr), len, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.sg_list = len ? &sge : nullptr;
+    wr.num_sge = len ? 1 : 0;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM)
+      wr.imm_data = htobe32(static_cast<uint32_t>(id));
+    if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      wr.wr.atomic = {remote, compare_add, swap, rkey};
+    } else {
+      wr.wr.rdma = {remote, rkey};
+    }
+    ibv_send_wr* bad = nullptr;
+    return PostSend(qp, &wr, &bad);
+  }
+
+  Engine* engine_ = nullptr;
+  FakePacketPort* port_ = nullptr;
+  ibv_context* ctx_ = nullptr;
+  int gid_ = -1;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_a_ = nullptr;
+  ibv_cq* cq_b_ = nullptr;
+  ibv_qp* a_ = nullptr;
+  ibv_qp* b_ = nullptr;
+  std::vector<ibv_mr*> mrs_;
+};
+
+void Fill(std::vector<uint8_t>& v, uint32_t seed) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 131 + seed * 7) >> 1);
+}
+
+// SEND segmented at every path MTU, lengths around the MTU's edges.
+TEST_F(RoceTransport, SendSegmentsAtEveryMtu) {
+  for (ibv_mtu mtu : {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096}) {
+    SCOPED_TRACE(mtu);
+    QpOptions o;
+    o.mtu = mtu;
+    MakePair(o);
+    const uint32_t m = 128u << mtu;
+    std::vector<uint8_t> src(70000), dst(70000);
+    ibv_mr* smr = Register(src);
+    ibv_mr* dmr = Register(dst);
+    const uint64_t sent_before = port_->sent();
+    uint64_t expected_packets = 0;
+    for (uint32_t len : {0u, 1u, m - 1, m, m + 1, 3 * m + 7, 65536u}) {
+      Fill(src, len);
+      std::fill(dst.begin(), dst.end(), 0);
+      PostRecv(b_, dmr, dst.data(), static_cast<uint32_t>(dst.size()), len);
+      ASSERT_EQ(Post(a_, IBV_WR_SEND_WITH_IMM, smr, src.data(), len, len), 0);
+      auto r = Wait(cq_b_, 1);
+      ASSERT_EQ(r.size(), 1u);
+      EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+      EXPECT_EQ(r[0].byte_len, len);
+      EXPECT_EQ(r[0].opcode, IBV_WC_RECV);
+      EXPECT_TRUE(r[0].wc_flags & IBV_WC_WITH_IMM);
+      EXPECT_EQ(be32toh(r[0].imm_data), len);
+      EXPECT_EQ(memcmp(src.data(), dst.data(), len), 0);
+      auto s = Wait(cq_a_, 1);
+      ASSERT_EQ(s.size(), 1u);
+      EXPECT_EQ(s[0].status, IBV_WC_SUCCESS);
+      EXPECT_EQ(s[0].wr_id, len);
+      expected_packets += len == 0 ? 1 : (len + m - 1) / m;
+    }
+    // Requests, plus at least one ACK per message.
+    EXPECT_GE(port_->sent() - sent_before, expected_packets + 7);
+    DestroyQp(a_);
+    DestroyQp(b_);
+    a_ = b_ = nullptr;
+  }
+}
+
+// WRITEs then a SEND over a port that drops, duplicates and reorders:
+// byte-exact, every WQE completed once, in order.
+TEST_F(RoceTransport, WritesSurviveLossDuplicationAndReordering) {
+  QpOptions o;
+  o.timeout = 10;  // ~4 ms (the engine rounds up to 1 ms at least)
+  MakePair(o);
+  port_->SetFaults({0.05, 0.03, 0.05, 7});
+  const uint64_t retransmits_before = tr::GetCounters().retransmits.load();
+  constexpr int kWrites = 100;
+  constexpr uint32_t kLen = 16384;
+  std::vector<uint8_t> src(kLen * kWrites), dst(kLen * kWrites), note(64), inbox(64);
+  Fill(src, 3);
+  ibv_mr* smr = Register(src);
+  ibv_mr* dmr = Register(dst);
+  ibv_mr* nmr = Register(note);
+  ibv_mr* imr = Register(inbox);
+  PostRecv(b_, imr, inbox.data(), 64, 999);
+  for (int i = 0; i < kWrites; ++i)
+    ASSERT_EQ(Post(a_, IBV_WR_RDMA_WRITE, smr, src.data() + i * kLen, kLen, i,
+                   reinterpret_cast<uintptr_t>(dst.data()) + i * kLen, dmr->rkey),
+              0);
+  ASSERT_EQ(Post(a_, IBV_WR_SEND, nmr, note.data(), 64, kWrites), 0);
+  auto s = Wait(cq_a_, kWrites + 1, 60000);
+  ASSERT_EQ(s.size(), size_t{kWrites + 1});
+  for (int i = 0; i <= kWrites; ++i) {
+    EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << i;
+    EXPECT_EQ(s[i].wr_id, uint64_t(i));
+  }
+  auto r = Wait(cq_b_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].wr_id, 999u);
+  EXPECT_EQ(src, dst);
+  EXPECT_GT(tr::GetCounters().retransmits.load(), retransmits_before);
+  EXPECT_GT(port_->dropped(), 0u);
+  // Nothing more completes later (no WQE completed twice).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(Wait(cq_a_, 1, 10).empty());
+  EXPECT_TRUE(Wait(cq_b_, 1, 10).empty());
+}
+
+// READs across several packets, and atomics, with loss and duplication:
+// duplicate READs are answered again from the MR, duplicate atomics from the
+// saved result (the counter shows each FETCH_ADD exactly once).
+TEST_F(RoceTransport, ReadsAndAtomicsWithLoss) {
+  QpOptions o;
+  o.timeout = 10;
+  MakePair(o);
+  port_->SetFaults({0.05, 0.05, 0.03, 11});
+  std::vector<uint8_t> remote(65536 + 64), local(65536 + 64);
+  Fill(remote, 9);
+  ibv_mr* rmr = Register(remote);
+  ibv_mr* lmr = Register(local);
+  uint64_t* counter = reinterpret_cast<uint64_t*>(remote.data() + 65536);
+  *counter = 0;
+  constexpr int kAdds = 50;
+  ASSERT_EQ(Post(a_, IBV_WR_RDMA_READ, lmr, local.data(), 65536, 1,
+                 reinterpret_cast<uintptr_t>(remote.data()), rmr->rkey),
+            0);
+  for (int i = 0; i < kAdds; ++i)
+    ASSERT_EQ(Post(a_, IBV_WR_ATOMIC_FETCH_AND_ADD, lmr, local.data() + 65536, 8, 100 + i,
+                   reinterpret_cast<uintptr_t>(counter), rmr->rkey, 1),
+              0);
+  auto s = Wait(cq_a_, kAdds + 1, 60000);
+  ASSERT_EQ(s.size(), size_t{kAdds + 1});
+  for (const ibv_wc& wc : s) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << wc.wr_id;
+  EXPECT_EQ(memcmp(local.data(), remote.data(), 65536), 0);
+  EXPECT_EQ(*counter, uint64_t{kAdds});
+  EXPECT_GT(port_->dropped(), 0u);
+  uint64_t last = 0;
+  memcpy(&last, local.data() + 65536, 8);
+  EXPECT_EQ(last, uint64_t{kAdds - 1});  // the original value of the last add
+  // Compare-and-swap: swaps only when equal.
+  port_->SetFaults({});
+  ASSERT_EQ(Post(a_, IBV_WR_ATOMIC_CMP_AND_SWP, lmr, local.data() + 65536, 8, 7,
+                 reinterpret_cast<uintptr_t>(counter), rmr->rkey, kAdds, 0xABCD),
+            0);
+  s = Wait(cq_a_, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(*counter, 0xABCDu);
+}
+
+// RNR: a SEND before its receive is posted waits (rnr_retry 7 = forever);
+// with rnr_retry 0 it fails with RNR_RETRY_EXC_ERR.
+TEST_F(RoceTransport, RnrNakWaitsThenRetryExhausts) {
+  MakePair();
+  const uint64_t rnr_before = tr::GetCounters().rnr_naks_sent.load();
+  std::vector<uint8_t> buf(4096), dst(4096);
+  ibv_mr* mr = Register(buf);
+  ibv_mr* dmr = Register(dst);
+  ASSERT_EQ(Post(a_, IBV_WR_SEND, mr, buf.data(), 3000, 1), 0);
+  EXPECT_TRUE(Wait(cq_a_, 1, 20).empty());
+  PostRecv(b_, dmr, dst.data(), 4096, 2);
+  ASSERT_EQ(Wait(cq_b_, 1).size(), 1u);
+  auto s = Wait(cq_a_, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_SUCCESS);
+  EXPECT_GT(tr::GetCounters().rnr_naks_sent.load(), rnr_before);
+  DestroyQp(a_);
+  DestroyQp(b_);
+  QpOptions o;
+  o.rnr_retry = 0;
+  MakePair(o);
+  ASSERT_EQ(Post(a_, IBV_WR_SEND, mr, buf.data(), 100, 5), 0);
+  s = Wait(cq_a_, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+}
+
+// A WRITE with a wrong rkey: NAK remote access error, REM_ACCESS_ERR, the
+// requester's QP in ERR and its later WQEs flushed.
+TEST_F(RoceTransport, BadRkeyIsRemoteAccessError) {
+  MakePair();
+  std::vector<uint8_t> buf(4096);
+  ibv_mr* mr = Register(buf);
+  ASSERT_EQ(Post(a_, IBV_WR_RDMA_WRITE, mr, buf.data(), 100, 1,
+                 reinterpret_cast<uintptr_t>(buf.data()), mr->rkey + 0x100),
+            0);
+  ASSERT_EQ(Post(a_, IBV_WR_RDMA_WRITE, mr, buf.data(), 100, 2,
+                 reinterpret_cast<uintptr_t>(buf.data()), mr->rkey),
+            0);
+  auto s = Wait(cq_a_, 2);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(s[1].status, IBV_WC_WR_FLUSH_ERR);
+}
+
+// Nobody answers: RETRY_EXC_ERR after timeout x (retry_cnt + 1).
+TEST_F(RoceTransport, SilenceEndsInRetryExceeded) {
+  QpOptions o;
+  o.timeout = 10;
+  o.retry_cnt = 2;
+  MakePair(o);
+  port_->SetFaults({1.0, 0, 0, 1});
+  std::vector<uint8_t> buf(64);
+  ibv_mr* mr = Register(buf);
+  const uint64_t start = NowNs();
+  ASSERT_EQ(Post(a_, IBV_WR_SEND, mr, buf.data(), 64, 1), 0);
+  auto s = Wait(cq_a_, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_LT(NowNs() - start, uint64_t{2000} * 1000000);
+}
+
+// UC: a lost packet drops the rest of its message only.
+TEST_F(RoceTransport, UcGapDropsOnlyThatMessage) {
+  QpOptions o;
+  o.type = IBV_QPT_UC;
+  MakePair(o);
+  // The second packet of the first message is lost.
+  port_->SetDropIf([](const std::vector<uint8_t>&, uint64_t index) { return index == 1; });
+  std::vector<uint8_t> src(4096), dst(8192);
+  Fill(src, 5);
+  ibv_mr* smr = Register(src);
+  ibv_mr* dmr = Register(dst);
+  PostRecv(b_, dmr, dst.data(), 4096, 1);
+  PostRecv(b_, dmr, dst.data() + 4096, 4096, 2);
+  ASSERT_EQ(Post(a_, IBV_WR_SEND, smr, src.data(), 3000, 10), 0);
+  ASSERT_EQ(Post(a_, IBV_WR_SEND, smr, src.data(), 2000, 11), 0);
+  auto s = Wait(cq_a_, 2);
+  ASSERT_EQ(s.size(), 2u);  // UC completes once on the wire
+  auto r = Wait(cq_b_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].wr_id, 1u);  // the first WQE, reused for the second message
+  EXPECT_EQ(r[0].byte_len, 2000u);
+  EXPECT_EQ(memcmp(dst.data(), src.data(), 2000), 0);
+  EXPECT_TRUE(Wait(cq_b_, 1, 20).empty());
+}
+
+// Malformed packets are dropped and counted by reason, never a crash.
+TEST_F(RoceTransport, MalformedPacketsAreCountedAndDropped) {
+  MakePair();
+  tr::Counters& c = tr::GetCounters();
+  ibv_gid g{};
+  QueryGid(ctx_, 1, gid_, &g);
+  in6_addr addr;
+  memcpy(addr.s6_addr, g.raw, 16);
+  roce::NetworkHeaders net;
+  memcpy(net.src_gid.data(), g.raw, 16);
+  memcpy(net.dst_gid.data(), g.raw, 16);
+  net.ip_version = 4;
+  net.udp_src_port = roce::kRoceUdpPort;
+  auto packet = [&](uint8_t opcode, uint32_t qpn, uint32_t psn, size_t payload) {
+    roce::TransportHeaders h{};
+    h.bth.opcode = opcode;
+    h.bth.dest_qp = qpn;
+    h.bth.psn = psn;
+    std::vector<uint8_t> pay(payload, 0x5A), out(8192);
+    size_t n = 0;
+    EXPECT_TRUE(roce::EncodePacket(net, h, pay, out, &n).ok());
+    out.resize(n);
+    return out;
+  };
+  const uint64_t short0 = c.drop_short, icrc0 = c.drop_bad_icrc, op0 = c.drop_unknown_opcode,
+                 noqp0 = c.drop_no_qp, unsol0 = c.drop_unsolicited_response + c.drop_psn_window,
+                 win0 = c.drop_psn_window + c.seq_naks_sent;
+  port_->Inject({1, 2, 3}, addr, addr);
+  auto bad_icrc = packet(0x04, b_->qp_num, 0xFFFFF0, 8);
+  bad_icrc.back() ^= 1;
+  port_->Inject(bad_icrc, addr, addr);
+  auto unknown = packet(0x04, b_->qp_num, 0xFFFFF0, 8);
+  unknown[0] = 0x1E;  // reserved RC opcode (the ICRC no longer matters)
+  port_->Inject(unknown, addr, addr);
+  port_->Inject(packet(0x04, 0xABCDE, 0xFFFFF0, 8), addr, addr);  // wrong QPN
+  port_->Inject(packet(0x10, a_->qp_num, 0xFFFFF0, 8), addr,
+                addr);  // READ response nobody asked for
+  port_->Inject(packet(0x04, b_->qp_num, 0x123456, 8), addr, addr);  // PSN far ahead
+  std::vector<uint8_t> sink(128);
+  ibv_mr* mr = Register(sink);
+  PostRecv(b_, mr, sink.data(), 128, 1);
+  for (int i = 0; i < 50; ++i) Wait(cq_b_, 1, 1);
+  EXPECT_GT(c.drop_short.load(), short0);
+  EXPECT_GT(c.drop_bad_icrc.load(), icrc0);
+  EXPECT_GT(c.drop_unknown_opcode.load(), op0);
+  EXPECT_GT(c.drop_no_qp.load(), noqp0);
+  EXPECT_GT(c.drop_unsolicited_response.load() + c.drop_psn_window.load(), unsol0);
+  EXPECT_GT(c.drop_psn_window.load() + c.seq_naks_sent.load(), win0);
+  // The connection still works.
+  std::vector<uint8_t> msg(100, 7);
+  ibv_mr* mmr = Register(msg);
+  ASSERT_EQ(Post(a_, IBV_WR_SEND, mmr, msg.data(), 100, 2), 0);
+  auto r = Wait(cq_b_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+}
+
+}  // namespace
+}  // namespace softrdma
