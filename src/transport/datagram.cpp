@@ -14,6 +14,7 @@
 #include "host/mcast_groups.h"
 #include "transport/engine.h"
 #include "transport/recv_source.h"
+#include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 
 namespace softrdma::transport {
@@ -215,8 +216,24 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
     // Only GIDs of this host are reachable (the shm wire); elsewhere, and to
     // a QPN nobody owns, the datagram is lost, as on a network.
     PeerLink* peer = nullptr;
-    if (!multicast && Device::Get().IsLocalGid(w.ud.dgid))
-      peer = DatagramPeer(engine, qp, w.ud.remote_qpn);
+    const bool local = Device::Get().IsLocalGid(w.ud.dgid);
+    if (!multicast && (!local || engine.roce_forced())) {
+      // The RoCE wire (transport/roce/roce_datagram.cpp): one packet.
+      const roce::DatagramTx r = roce::TransmitDatagram(engine, qp, index);
+      if (r == roce::DatagramTx::kBadSge) {
+        FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);  // -> SQE
+        return;
+      }
+      if (r == roce::DatagramTx::kBlocked) {
+        qp.tx_blocked = true;
+        engine.NeedService(&qp);
+        return;
+      }
+      ++qp.sq_tx;
+      CompleteUnacknowledged(qp);
+      continue;
+    }
+    if (!multicast && local) peer = DatagramPeer(engine, qp, w.ud.remote_qpn);
     if (peer || multicast) {
       // The whole datagram (at most one MTU) is copied into the ring, so
       // the send buffer is free the moment it completes.
@@ -243,18 +260,18 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
   qp.tx_blocked = false;
 }
 
-void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
-                const shm::RecordView& view) {
-  if (qp.type != IBV_QPT_UD) return;
-  if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
-      qp.state != IBV_QPS_SQE)
-    return;
-  DatagramHeader d;
-  if (req.mode != wire::PayloadMode::kInline || req.payload_len < sizeof d ||
-      req.payload_len - sizeof d != req.total_len || req.total_len > (128u << limits::kActiveMtu) ||
-      view.size() < sizeof req + req.payload_len)
-    return;  // malformed
-  view.CopyOut(sizeof req, &d, sizeof d);
+namespace {
+
+bool ReceivesDatagrams(const Qp& qp) {
+  return qp.type == IBV_QPT_UD && (qp.state == IBV_QPS_RTR || qp.state == IBV_QPS_RTS ||
+                                   qp.state == IBV_QPS_SQD || qp.state == IBV_QPS_SQE);
+}
+
+// Places a datagram (either wire) into the next receive WQE behind the GRH
+// area: `copy_payload(dst)` writes its req.total_len bytes.
+template <typename CopyPayload>
+void PlaceDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req, const DatagramHeader& d,
+                   CopyPayload&& copy_payload) {
   if (d.qkey != qp.attr.qkey) return;  // Q_Key violation: dropped
   RecvSlot slot;
   if (!AcquireRecv(qp, &slot)) return;  // no RNR for UD: dropped
@@ -279,7 +296,7 @@ void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   // GRH + payload is at most 40 bytes + one MTU: stage it and scatter.
   uint8_t buf[kGrhBytes + (128u << limits::kActiveMtu)];
   BuildGrh(d, req.flags & wire::kFlagHasImm, req.total_len, buf);
-  view.CopyOut(sizeof req + sizeof d, buf + kGrhBytes, req.total_len);
+  copy_payload(buf + kGrhBytes);
   uint64_t off = 0;
   for (int i = 0; i < nlocal; ++i) {
     memcpy(local[i].iov_base, buf + off, local[i].iov_len);
@@ -287,6 +304,39 @@ void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   }
   CompleteDatagram(qp, *slot.wqe, IBV_WC_SUCCESS, req, d);
   ConsumeRecv(qp);
+}
+
+}  // namespace
+
+void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                const shm::RecordView& view) {
+  if (!ReceivesDatagrams(qp)) return;
+  DatagramHeader d;
+  if (req.mode != wire::PayloadMode::kInline || req.payload_len < sizeof d ||
+      req.payload_len - sizeof d != req.total_len || req.total_len > (128u << limits::kActiveMtu) ||
+      view.size() < sizeof req + req.payload_len)
+    return;  // malformed
+  view.CopyOut(sizeof req, &d, sizeof d);
+  PlaceDatagram(engine, qp, req, d,
+                [&](uint8_t* dst) { view.CopyOut(sizeof req + sizeof d, dst, req.total_len); });
+}
+
+void OnRoceDatagram(Engine& engine, Qp& qp, const RoceDatagramIn& in) {
+  if (!ReceivesDatagrams(qp) || in.payload.size() > (128u << limits::kActiveMtu)) return;
+  wire::RecordHeader req{};
+  req.type = wire::RecordType::kDatagram;
+  req.flags = static_cast<uint8_t>((in.solicited ? wire::kFlagSolicited : 0) |
+                                   (in.has_imm ? wire::kFlagHasImm : 0));
+  req.src_qpn = in.src_qpn;
+  req.imm = in.imm_be;
+  req.total_len = static_cast<uint32_t>(in.payload.size());
+  DatagramHeader d{};
+  d.qkey = in.qkey;
+  d.hop_limit = 64;  // the kernel does not tell us the received TTL
+  memcpy(d.sgid, in.sgid.raw, 16);
+  memcpy(d.dgid, in.dgid.raw, 16);
+  PlaceDatagram(engine, qp, req, d,
+                [&](uint8_t* dst) { memcpy(dst, in.payload.data(), in.payload.size()); });
 }
 
 }  // namespace softrdma::transport

@@ -317,6 +317,12 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
 }  // namespace
 
 void ChooseWire(Engine& engine, Qp& qp) {
+  // UD chooses per datagram (datagram.cpp); with SOFTRDMA_WIRE=roce it
+  // listens on the RoCE wire from RTR on, as its peers send to it there.
+  if (qp.type == IBV_QPT_UD) {
+    if (engine.roce_forced() && engine.packet_port()) engine.ActivateRoce();
+    return;
+  }
   const bool local = Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid);
   if ((qp.type == IBV_QPT_RC || qp.type == IBV_QPT_UC) && (engine.roce_forced() || !local)) {
     // Without a port the peer is unreachable: sends end in RETRY_EXC_ERR.

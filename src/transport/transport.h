@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include <sys/uio.h>
 
@@ -56,6 +57,19 @@ void TransmitDatagrams(Engine& engine, Qp& qp);
 // UC/UD: completes every WQE handed to the wire (no acknowledgement comes).
 void CompleteUnacknowledged(Qp& qp);
 void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& hdr, const shm::RecordView& view);
+// A UD datagram from the RoCE wire (transport/roce), after its checks: the
+// same Q_Key rule, receive WQE choice, GRH area and completion.
+struct RoceDatagramIn {
+  uint32_t src_qpn;  // DETH
+  uint32_t qkey;     // DETH
+  ibv_gid sgid;      // the sender's address
+  ibv_gid dgid;      // the address it was sent to
+  bool solicited;
+  bool has_imm;
+  uint32_t imm_be;  // as ibv_wc.imm_data
+  std::span<const uint8_t> payload;
+};
+void OnRoceDatagram(Engine& engine, Qp& qp, const RoceDatagramIn& in);
 
 // --- completer (completer.cpp)
 void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack);

@@ -460,5 +460,77 @@ TEST_F(RoceTransport, MalformedPacketsAreCountedAndDropped) {
   EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
 }
 
+// UD over RoCE: one packet per datagram with its DETH; the receive carries
+// the 40-byte GRH area (IPv4 header at byte 20 for IPv4-mapped GIDs), the
+// source QP and the RoCE v2 packet type in sl; a wrong Q_Key is dropped.
+TEST_F(RoceTransport, UdDatagramsWithGrhAndQkey) {
+  ibv_qp* qps[2];
+  for (ibv_qp*& q : qps) {
+    ibv_qp_init_attr qa{};
+    qa.send_cq = cq_a_;
+    qa.recv_cq = cq_b_;
+    qa.qp_type = IBV_QPT_UD;
+    qa.cap = {64, 64, 1, 1, 64};
+    q = CreateQp(pd_, &qa);
+    ASSERT_NE(q, nullptr);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = 0x1234;
+    ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE), 0);
+    a.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  }
+  a_ = qps[0];
+  b_ = qps[1];
+  ibv_ah_attr ah_attr{};
+  ah_attr.is_global = 1;
+  ah_attr.port_num = 1;
+  ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_);
+  ah_attr.grh.hop_limit = 64;
+  QueryGid(ctx_, 1, gid_, &ah_attr.grh.dgid);
+  ibv_ah* ah = CreateAh(pd_, &ah_attr);
+  ASSERT_NE(ah, nullptr);
+  std::vector<uint8_t> src(1024), dst(2048);
+  Fill(src, 1);
+  ibv_mr* smr = Register(src);
+  ibv_mr* dmr = Register(dst);
+  PostRecv(b_, dmr, dst.data(), 2048, 1);
+  const uint64_t sent_before = port_->sent();
+  for (uint32_t qkey : {0x9999u, 0x1234u}) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(src.data()), 1000, smr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = qkey;
+    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = htobe32(77);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud = {ah, b_->qp_num, qkey};
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(PostSend(a_, &wr, &bad), 0);
+  }
+  EXPECT_EQ(Wait(cq_a_, 2).size(), 2u);
+  auto r = Wait(cq_b_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(port_->sent() - sent_before, 2u);  // one packet each, no ACK
+  EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r[0].byte_len, 1040u);
+  EXPECT_EQ(r[0].src_qp, a_->qp_num);
+  EXPECT_EQ(be32toh(r[0].imm_data), 77u);
+  EXPECT_TRUE(r[0].wc_flags & IBV_WC_GRH);
+  EXPECT_EQ(r[0].sl, 0xA);   // RoCE v2 over IPv4
+  EXPECT_EQ(dst[20], 0x45);  // the IPv4 header in the GRH area
+  EXPECT_EQ(memcmp(dst.data() + 40, src.data(), 1000), 0);
+  EXPECT_TRUE(Wait(cq_b_, 1, 20).empty());  // the wrong Q_Key's datagram was dropped
+  DestroyQp(a_);
+  DestroyQp(b_);
+  a_ = b_ = nullptr;
+  DestroyAh(ah);
+}
+
 }  // namespace
 }  // namespace softrdma

@@ -42,6 +42,8 @@ inline constexpr uint8_t kFetchAdd = 0x14;
 inline constexpr uint8_t kSendLastInv = 0x16;
 inline constexpr uint8_t kSendOnlyInv = 0x17;
 inline constexpr uint8_t kUcBase = 0x20;
+inline constexpr uint8_t kUdSendOnly = 0x64;
+inline constexpr uint8_t kUdSendOnlyImm = 0x65;
 }  // namespace opc
 
 // A received packet, checked by the codec and the ICRC.
@@ -56,6 +58,13 @@ struct PacketIn {
 // counted; the caller treats it as lost or retries later.
 bool SendPacket(Engine& engine, const RoceQp& rq, const TransportHeaders& h, const iovec* payload,
                 int npayload, size_t payload_length);
+
+// The same for any destination (UD: per WQE).
+bool SendPacketTo(Engine& engine, const NetworkHeaders& net, const IpEndpoint& to,
+                  const TransportHeaders& h, const iovec* payload, int npayload,
+                  size_t payload_length);
+// A checked UD packet (roce_datagram.cpp).
+void OnUdPacket(Engine& engine, const InDatagram& datagram, const softrdma::roce::PacketView& view);
 
 // The ACK-type AETH syndrome the responder sends (credit code "invalid":
 // no end-to-end credits, as rxe).

@@ -111,6 +111,10 @@ bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
 // Retransmit timer. As transport::CheckTimers.
 bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
 
+// UD over RoCE (roce_datagram.cpp): SQ entry `index` as one packet.
+enum class DatagramTx { kSent, kBlocked, kBadSge };
+DatagramTx TransmitDatagram(Engine& engine, Qp& qp, uint32_t index);
+
 // Receive: one UDP payload. Checks it (codec, ICRC, QP) and hands it to the
 // responder or the completer of its QP. Without any QP lock held; QPs that
 // owe a coalesced ACK afterwards are appended to `acks` (once each).

@@ -94,6 +94,12 @@ void OnError(Qp& qp) {
 
 bool SendPacket(Engine& engine, const RoceQp& rq, const TransportHeaders& h, const iovec* payload,
                 int npayload, size_t payload_length) {
+  return SendPacketTo(engine, rq.net, rq.to, h, payload, npayload, payload_length);
+}
+
+bool SendPacketTo(Engine& engine, const NetworkHeaders& net, const IpEndpoint& to,
+                  const TransportHeaders& h, const iovec* payload, int npayload,
+                  size_t payload_length) {
   PacketPort* port = engine.packet_port();
   if (!port) return false;
   alignas(8) uint8_t buf[sr::kMaxTransportHeaderLength + sr::kMaxPayload + 3 + sr::kIcrcSize];
@@ -111,13 +117,13 @@ bool SendPacket(Engine& engine, const RoceQp& rq, const TransportHeaders& h, con
   const uint8_t pad = sr::PadCount(payload_length);
   memset(buf + at, 0, pad);
   at += pad;
-  const uint32_t icrc = sr::ComputeIcrc(rq.net, std::span<const uint8_t>(buf, at));
+  const uint32_t icrc = sr::ComputeIcrc(net, std::span<const uint8_t>(buf, at));
   sr::StoreIcrc(icrc, std::span<uint8_t, sr::kIcrcSize>(buf + at, sr::kIcrcSize));
   at += sr::kIcrcSize;
   sr::OutDatagram d;
-  d.to = rq.to;
-  d.from = ToAddr(rq.net.src_gid);
-  d.src_port = rq.net.udp_src_port;
+  d.to = to;
+  d.from = ToAddr(net.src_gid);
+  d.src_port = net.udp_src_port;
   d.parts[0] = iovec{buf, at};
   d.nparts = 1;
   Counters& c = GetCounters();
@@ -174,8 +180,9 @@ void OnDatagram(Engine& engine, const InDatagram& datagram, std::vector<Qp*>* ac
   s = sr::VerifyIcrc(net, bytes);
   if (!s.ok()) return CountRefusal(s.code());
   const sr::TransportService service = view.info->service;
+  if (service == sr::TransportService::kUd) return OnUdPacket(engine, datagram, view);
   if (service != sr::TransportService::kRc && service != sr::TransportService::kUc) {
-    c.drop_unknown_opcode.fetch_add(1, std::memory_order_relaxed);  // UD, RD, CNP: not yet
+    c.drop_unknown_opcode.fetch_add(1, std::memory_order_relaxed);  // RD, CNP
     return;
   }
   Qp* qp = engine.LocalQp(view.headers.bth.dest_qp);
