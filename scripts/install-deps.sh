@@ -12,6 +12,7 @@ packages=(
   ibverbs-utils perftest rdmacm-utils  # unmodified programs the tests run
   python3-pyverbs                    # rdma-core's conformance suite (tests/conformance)
   ucx-utils openmpi-bin libopenmpi-dev libfabric-bin  # RDMA middleware run under `softrdma run`
+  tshark iproute2 nftables            # tests across network namespaces: captures, hosts, loss
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then

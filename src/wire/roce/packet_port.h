@@ -54,8 +54,9 @@ class PacketPort {
   // full (the caller keeps the rest and retries later, as on a full ring);
   // a negative errno when nothing can ever be sent (e.g. no route).
   virtual int Send(const OutDatagram* datagrams, int n) = 0;
-  // Hands every datagram that has arrived to `sink`, at most `max`, without
-  // blocking. Returns the count.
+  // Hands every datagram that has arrived to `sink`, without blocking, and
+  // returns the count. It stops reading once `max` were handed over; the last
+  // read may hold more (UDP GRO: up to 64 KiB of one flow), all handed over.
   // The sink may call Send (ACKs, READ responses); Send may be called from
   // several threads at once, Poll from one at a time.
   virtual int Poll(const DatagramSink& sink, int max) = 0;

@@ -1,0 +1,246 @@
+// The real PacketPort (UdpPort) on this host's loopback addresses: datagrams
+// of several parts go out and come back whole, in order, with the sender's
+// address and port and the local address they came to; GSO batches over IPv6
+// come back as separate datagrams; a flow source port is used; an address of
+// another user's reuseport group is not ours; the MTU rule.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wire/roce/udp_port.h"
+
+namespace softrdma::roce {
+namespace {
+
+in6_addr Address(const char* text) {
+  std::vector<in6_addr> list;
+  EXPECT_TRUE(ParseAddressList(text, &list).ok()) << text;
+  return list.empty() ? in6_addr{} : list[0];
+}
+
+std::unique_ptr<UdpPort> OpenOn(const char* address, int* error = nullptr) {
+  UdpPortOptions options;
+  options.addresses = {Address(address)};
+  options.port = 0;  // never the real 4791: other tests and programs may hold it
+  std::unique_ptr<UdpPort> port;
+  const Status s = UdpPort::Open(options, &port);
+  if (error) *error = s.code();
+  return port;
+}
+
+struct Received {
+  IpEndpoint from;
+  in6_addr local;
+  std::vector<uint8_t> bytes;
+};
+
+// Polls until `count` datagrams came or 2 s passed.
+std::vector<Received> Collect(UdpPort& port, size_t count) {
+  std::vector<Received> out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+    const int n = port.Poll(
+        [&](const InDatagram& d) {
+          out.push_back({d.from, d.local, {d.data, d.data + d.len}});
+        },
+        64);
+    if (n == 0) {
+      pollfd p{port.ReadableFd(), POLLIN, 0};
+      poll(&p, 1, 50);
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> Pattern(size_t length, uint8_t seed) {
+  std::vector<uint8_t> v(length);
+  for (size_t i = 0; i < length; ++i) v[i] = uint8_t(seed + i * 7);
+  return v;
+}
+
+TEST(UdpPort, Ipv4DatagramsOfSeveralPartsArriveWholeAndInOrder) {
+  auto a = OpenOn("127.0.0.1");
+  auto b = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a && b);
+  ASSERT_NE(a->port(), b->port());
+  const std::vector<uint8_t> header = Pattern(12, 1), payload = Pattern(1000, 2),
+                             tail = Pattern(4, 3);
+  OutDatagram out[3];
+  for (int i = 0; i < 3; ++i) {
+    out[i].to = {Address("127.0.0.1"), b->port()};
+    out[i].parts[0] = {const_cast<uint8_t*>(header.data()), header.size()};
+    out[i].parts[1] = {const_cast<uint8_t*>(payload.data()), size_t(100 * (i + 1))};
+    out[i].parts[2] = {const_cast<uint8_t*>(tail.data()), tail.size()};
+    out[i].nparts = 3;
+  }
+  ASSERT_EQ(a->Send(out, 3), 3);
+  const auto got = Collect(*b, 3);
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<uint8_t> expected = header;
+    expected.insert(expected.end(), payload.begin(), payload.begin() + 100 * (i + 1));
+    expected.insert(expected.end(), tail.begin(), tail.end());
+    EXPECT_EQ(got[size_t(i)].bytes, expected) << i;
+    EXPECT_EQ(memcmp(&got[size_t(i)].from.addr, &out[0].to.addr, 16), 0);
+    EXPECT_EQ(got[size_t(i)].from.port, a->port());
+    EXPECT_EQ(memcmp(&got[size_t(i)].local, &out[0].to.addr, 16), 0);
+  }
+  EXPECT_EQ(a->counters().sent, 3u);
+  EXPECT_EQ(b->counters().received, 3u);
+}
+
+TEST(UdpPort, Ipv6EqualDatagramsGoAsOneGsoBatchAndArriveSeparately) {
+  int error = 0;
+  auto a = OpenOn("::1", &error);
+  if (!a) GTEST_SKIP() << "no IPv6 loopback here (" << strerror(error) << ")";
+  auto b = OpenOn("::1");
+  ASSERT_TRUE(b);
+  std::vector<std::vector<uint8_t>> bodies;
+  OutDatagram out[11];
+  for (int i = 0; i < 11; ++i) {
+    bodies.push_back(Pattern(i == 10 ? 300 : 1052, uint8_t(i)));  // the last one shorter
+    out[i].to = {Address("::1"), b->port()};
+    out[i].parts[0] = {bodies.back().data(), bodies.back().size()};
+    out[i].nparts = 1;
+  }
+  ASSERT_EQ(a->Send(out, 11), 11);
+  EXPECT_EQ(a->counters().gso_batches, 1u);
+  EXPECT_EQ(a->counters().send_calls, 1u);
+  const auto got = Collect(*b, 11);
+  ASSERT_EQ(got.size(), 11u);
+  for (size_t i = 0; i < 11; ++i) EXPECT_EQ(got[i].bytes, bodies[i]) << i;
+}
+
+TEST(UdpPort, FlowSourcePortIsTheUdpSourcePort) {
+  auto a = OpenOn("127.0.0.1");
+  auto b = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a && b);
+  const uint16_t flow_port = 0xC132;  // roce-wire.md's example: QPs 0x11 and 0x12
+  uint8_t byte = 7;
+  OutDatagram d;
+  d.to = {Address("127.0.0.1"), b->port()};
+  d.src_port = flow_port;
+  d.parts[0] = {&byte, 1};
+  d.nparts = 1;
+  ASSERT_EQ(a->Send(&d, 1), 1);
+  const auto got = Collect(*b, 1);
+  ASSERT_EQ(got.size(), 1u);
+  if (a->counters().source_port_fallbacks == 1)
+    EXPECT_EQ(got[0].from.port, a->port()) << "port 0xC132 taken by another program here";
+  else
+    EXPECT_EQ(got[0].from.port, flow_port);
+}
+
+TEST(UdpPort, ReadableFdIsReadableOnlyWhileADatagramWaits) {
+  auto a = OpenOn("127.0.0.1");
+  auto b = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a && b);
+  pollfd p{b->ReadableFd(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+  uint8_t byte = 1;
+  OutDatagram d;
+  d.to = {Address("127.0.0.1"), b->port()};
+  d.parts[0] = {&byte, 1};
+  d.nparts = 1;
+  ASSERT_EQ(a->Send(&d, 1), 1);
+  EXPECT_EQ(poll(&p, 1, 2000), 1);
+  EXPECT_EQ(Collect(*b, 1).size(), 1u);
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+}
+
+TEST(UdpPort, AddressesAreOursOnlyWhenBound) {
+  auto a = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->AddressIsOurs(Address("127.0.0.1")));
+  EXPECT_FALSE(a->AddressIsOurs(Address("127.0.0.2")));
+  EXPECT_FALSE(a->AddressIsOurs(Address("::1")));
+}
+
+TEST(UdpPort, SendFromAnAddressNotBoundIsRefused) {
+  auto a = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a);
+  uint8_t byte = 1;
+  OutDatagram d;
+  d.to = {Address("127.0.0.1"), a->port()};
+  d.from = Address("127.0.0.2");
+  d.parts[0] = {&byte, 1};
+  d.nparts = 1;
+  EXPECT_EQ(a->Send(&d, 1), -EADDRNOTAVAIL);
+  d.to = {Address("::1"), a->port()};  // no IPv6 socket at all
+  d.from = in6_addr{};
+  EXPECT_EQ(a->Send(&d, 1), -EADDRNOTAVAIL);
+}
+
+TEST(UdpPort, AnAddressNotOfThisHostCannotBeBound) {
+  int error = 0;
+  EXPECT_FALSE(OpenOn("192.0.2.77", &error));
+  EXPECT_EQ(error, EADDRNOTAVAIL);
+}
+
+TEST(UdpPort, TwoPortsOfOneUserShareAnAddressAndPort) {
+  auto a = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a);
+  UdpPortOptions options;
+  options.addresses = {Address("127.0.0.1")};
+  options.port = a->port();
+  std::unique_ptr<UdpPort> b;
+  EXPECT_TRUE(UdpPort::Open(options, &b).ok());  // SO_REUSEPORT, same uid
+}
+
+// The kernel lets only one uid into a reuseport group: a process of another
+// user cannot bind the address and port we hold (so it is not its address).
+TEST(UdpPort, AnotherUserCannotJoinOurAddress) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  auto a = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a);
+  const uint16_t taken = a->port();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(2);
+    UdpPortOptions options;
+    options.addresses = {Address("127.0.0.1")};
+    options.port = taken;
+    std::unique_ptr<UdpPort> b;
+    _exit(UdpPort::Open(options, &b).code() == EADDRINUSE ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(UdpPort, ParseAddressList) {
+  std::vector<in6_addr> list;
+  ASSERT_TRUE(ParseAddressList(" 192.0.2.1, fd00::1 ,", &list).ok());
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_TRUE(IN6_IS_ADDR_V4MAPPED(&list[0]));
+  EXPECT_EQ(list[0].s6_addr[15], 1);
+  EXPECT_EQ(list[1].s6_addr[0], 0xfd);
+  const Status bad = ParseAddressList("192.0.2.1,host.example", &list);
+  EXPECT_EQ(bad.code(), EINVAL);
+  EXPECT_NE(bad.message().find("host.example"), std::string::npos);
+}
+
+TEST(UdpPort, RoceMtuFollowsTheInterfaceMtuAsOnANic) {
+  EXPECT_EQ(RoceMtuForInterfaceMtu(1500), 1024u);
+  EXPECT_EQ(RoceMtuForInterfaceMtu(9000), 4096u);
+  EXPECT_EQ(RoceMtuForInterfaceMtu(65536), 4096u);
+  EXPECT_EQ(RoceMtuForInterfaceMtu(4200), 4096u);
+  EXPECT_EQ(RoceMtuForInterfaceMtu(4175), 2048u);
+  EXPECT_EQ(RoceMtuForInterfaceMtu(336), 256u);
+  EXPECT_EQ(RoceMtuForInterfaceMtu(335), 0u);
+  EXPECT_GE(InterfaceMtuOfAddress(Address("127.0.0.1")), 1280u);  // lo
+  EXPECT_EQ(InterfaceMtuOfAddress(Address("192.0.2.77")), 0u);
+}
+
+}  // namespace
+}  // namespace softrdma::roce
