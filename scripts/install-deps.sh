@@ -11,7 +11,7 @@ packages=(
   libgtest-dev googletest            # unit tests
   ibverbs-utils perftest rdmacm-utils  # unmodified programs the tests run
   python3-pyverbs                    # rdma-core's conformance suite (tests/conformance)
-  ucx-utils openmpi-bin libopenmpi-dev libfabric-bin  # RDMA middleware run under `softrdma run`
+  ucx-utils libucx-dev openmpi-bin libopenmpi-dev libfabric-bin  # RDMA middleware run under `softrdma run`
   tshark iproute2 nftables            # tests across network namespaces: captures, hosts, loss
 )
 
