@@ -55,14 +55,20 @@ uint64_t NewTransactionId(const IdPrivate* id, uint64_t exchange) {
   return ((uint64_t(uint32_t(getpid())) << 32) | id->local_comm_id) ^ (exchange << 63);
 }
 
-// Where a connection's REQ goes: the listening port's socket, if the
-// destination is this host. Other hosts need the RoCE wire (not yet there):
-// the REQ is then lost like a packet nobody answers.
-bool LocalDestination(IdPrivate* id, std::string* to) {
+// Where a connection's REQ goes: the listening port's socket if the
+// destination is this host (true), else QP1 of the destination's address
+// over the RoCE wire (cm/gsi_sender.h), as for every address with
+// SOFTRDMA_CM_GSI=1 or SOFTRDMA_WIRE=roce.
+bool LocalDestination(Service* service, IdPrivate* id, std::string* to) {
   const sockaddr* dst = &id->id.route.addr.dst_addr;
-  if (!IsLocalAddress(dst)) return false;
-  *to = PortSocketName(uint16_t(id->id.ps), PortOf(dst));
-  return true;
+  if (!service->force_roce && IsLocalAddress(dst)) {
+    *to = PortSocketName(uint16_t(id->id.ps), PortOf(dst));
+    return true;
+  }
+  Gid local_gid;
+  std::memcpy(local_gid.data(), id->id.route.addr.addr.ibaddr.sgid.raw, 16);
+  *to = RemotePeerName(local_gid, id->remote_gid);
+  return false;
 }
 
 void FinishRejected(Service* service, IdPrivate* id, uint16_t reason, const uint8_t* data,
@@ -579,11 +585,11 @@ void HandlePeerDeath(Service* service, IdPrivate* id) {
 
 int StartConnect(Service* service, IdPrivate* id, const rdma_conn_param* param) {
   if (id->state != IdState::kRouteResolved) return EINVAL;
-  // Another host leaves `to` empty: with no wire to other hosts yet (RoCE)
-  // the request is lost and the retransmissions run out into UNREACHABLE,
-  // as with a silent peer.
+  // Another host: nobody there may answer (no route, no softrdma, nobody
+  // listening); the retransmissions then run out into UNREACHABLE, as with
+  // the kernel's CM.
   std::string to;
-  bool local = LocalDestination(id, &to);
+  bool local = LocalDestination(service, id, &to);
   CmaHeader header;
   header.ip_version = id->id.route.addr.dst_addr.sa_family == AF_INET6 ? 6 : 4;
   header.src_port = PortOf(&id->id.route.addr.src_addr);

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "util/config.h"
+#include "util/gsi_route.h"
 
 namespace softrdma::cm {
 namespace {
@@ -25,16 +25,7 @@ socklen_t AbstractAddress(const std::string& name, sockaddr_un* addr) {
 }  // namespace
 
 std::string PortSocketName(uint16_t port_space, uint16_t port) {
-  const Config& config = GetConfig();
-  char buf[160];
-  if (config.shm_namespace.empty()) {
-    std::snprintf(buf, sizeof(buf), "softrdma-%u-cm-%04x-%u", unsigned(getuid()),
-                  unsigned(port_space), unsigned(port));
-  } else {
-    std::snprintf(buf, sizeof(buf), "softrdma-%s-%u-cm-%04x-%u", config.shm_namespace.c_str(),
-                  unsigned(getuid()), unsigned(port_space), unsigned(port));
-  }
-  return buf;
+  return CmSocketName(port_space, port);
 }
 
 MadPort::~MadPort() {
@@ -79,7 +70,8 @@ Status MadPort::SendTo(const std::string& to, std::span<const uint8_t> bytes) {
   return Status::Ok();
 }
 
-Status MadPort::Receive(std::span<uint8_t> buf, size_t* len, std::string* from, pid_t* from_pid) {
+Status MadPort::Receive(std::span<uint8_t> buf, size_t* len, std::string* from, pid_t* from_pid,
+                        uid_t* from_uid) {
   sockaddr_un addr;
   iovec iov{buf.data(), buf.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
@@ -94,11 +86,13 @@ Status MadPort::Receive(std::span<uint8_t> buf, size_t* len, std::string* from, 
   if (n < 0) return Status::Error(errno, "recvmsg");
   *len = size_t(n);
   *from_pid = 0;
+  *from_uid = uid_t(-1);
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
       ucred cred;
       std::memcpy(&cred, CMSG_DATA(c), sizeof(cred));
       *from_pid = cred.pid;
+      *from_uid = cred.uid;
     }
   }
   from->clear();

@@ -24,7 +24,7 @@ namespace softrdma::cm {
 
 // "softrdma-<namespace>-<uid>-cm-<port space hex>-<port>" (no leading NUL;
 // the socket layer adds it). Per user and per SOFTRDMA_NAMESPACE, as the
-// host registry is.
+// host registry is. The same names the GSI forwarder finds (util/gsi_route.h).
 std::string PortSocketName(uint16_t port_space, uint16_t port);
 
 class MadPort {
@@ -48,8 +48,9 @@ class MadPort {
   Status SendTo(const std::string& to, std::span<const uint8_t> bytes);
 
   // Reads one datagram without blocking. Returns its length (0 with EAGAIN
-  // status when none), the sender's name and pid.
-  Status Receive(std::span<uint8_t> buf, size_t* len, std::string* from, pid_t* from_pid);
+  // status when none), the sender's name, pid and uid (from the kernel).
+  Status Receive(std::span<uint8_t> buf, size_t* len, std::string* from, pid_t* from_pid,
+                 uid_t* from_uid);
 
  private:
   int fd_ = -1;

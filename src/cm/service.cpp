@@ -12,6 +12,7 @@
 #include <ctime>
 #include <random>
 
+#include "util/gsi_route.h"
 #include "util/log.h"
 
 namespace softrdma::cm {
@@ -82,6 +83,12 @@ bool Service::Start() {
   default_interval_active_ns_ = (interval_ms > 0 ? interval_ms : 4608) * kMs;
   default_interval_passive_ns_ = (interval_ms > 0 ? interval_ms : 4096) * kMs;
   cm_retries_ = int(EnvMs("SOFTRDMA_CM_RETRIES", 15));
+  // SOFTRDMA_CM_GSI=1, and SOFTRDMA_WIRE=roce (every peer over UDP): the
+  // CM's messages go to QP1 of the peer's address even on this host.
+  const char* wire = std::getenv("SOFTRDMA_WIRE");
+  const char* gsi = std::getenv("SOFTRDMA_CM_GSI");
+  force_roce = (wire != nullptr && std::strcmp(wire, "roce") == 0) ||
+               (gsi != nullptr && std::strcmp(gsi, "1") == 0);
 
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -141,9 +148,15 @@ void Service::Forget(IdPrivate* id) {
 }
 
 uint32_t Service::NewCommId() {
+  // The connection socket's number in the top half lets any process of the
+  // host route a message for this id to us (util/gsi_route.h); the serial
+  // starts at a random point so a restarted process does not reuse the
+  // previous one's ids first.
+  static uint16_t serial = uint16_t(Rng()());
   for (;;) {
-    uint32_t comm_id = uint32_t(Rng()());
-    if (comm_id != 0 && by_comm_id_.count(comm_id) == 0) return comm_id;
+    ++serial;
+    uint32_t comm_id = MakeCommId(own_.port(), serial);
+    if (serial != 0 && by_comm_id_.count(comm_id) == 0) return comm_id;
   }
 }
 
@@ -203,14 +216,22 @@ Status Service::SendMad(const std::string& to, const Mad& mad) {
   return Transmit(to, bytes);
 }
 
+Status Service::SendNow(const std::string& to, const std::array<uint8_t, kMadSize>& mad) {
+  if (!IsRemotePeerName(to)) return own_.SendTo(to, mad);
+  Gid local_gid{};
+  Gid remote_gid{};
+  if (!ParseRemotePeerName(to, &local_gid, &remote_gid)) return Status::Error(EINVAL, to);
+  return gsi_.Send(devices[0], DefaultPd(devices[0]), local_gid, remote_gid, mad);
+}
+
 Status Service::Transmit(const std::string& to, const std::array<uint8_t, kMadSize>& mad) {
   counters.mads_sent++;
-  if (to.empty()) return Status::Ok();  // towards another host: lost (no RoCE wire yet)
+  if (to.empty()) return Status::Ok();  // nowhere to send: lost like a packet
   if (!deferred_.empty()) {
     deferred_.push_back({to, mad});  // keep the order behind those waiting
     return Status::Ok();
   }
-  Status status = own_.SendTo(to, mad);
+  Status status = SendNow(to, mad);
   if (status.code() == EAGAIN) {
     deferred_.push_back({to, mad});
     Wake();
@@ -222,7 +243,7 @@ Status Service::Transmit(const std::string& to, const std::array<uint8_t, kMadSi
 void Service::FlushDeferred() {
   size_t sent = 0;
   for (; sent < deferred_.size(); ++sent) {
-    Status status = own_.SendTo(deferred_[sent].to, deferred_[sent].mad);
+    Status status = SendNow(deferred_[sent].to, deferred_[sent].mad);
     if (status.code() == EAGAIN) break;  // still full: try again in a millisecond
   }
   deferred_.erase(deferred_.begin(), deferred_.begin() + long(sent));
@@ -361,17 +382,36 @@ void Service::Run() {
 }
 
 void Service::DrainSocket(MadPort* port, IdPrivate* port_owner) {
-  uint8_t buf[kMadSize + 64];
+  uint8_t buf[kGsiEnvelopeSize + 64];
   for (int budget = 0; budget < 256; ++budget) {
     size_t len = 0;
     std::string from;
     pid_t from_pid = 0;
-    Status status = port->Receive(buf, &len, &from, &from_pid);
+    uid_t from_uid = 0;
+    Status status = port->Receive(buf, &len, &from, &from_pid, &from_uid);
     if (!status.ok()) return;
     counters.mads_received++;
+    std::span<const uint8_t> bytes(buf, std::min(len, sizeof(buf)));
+    GsiEnvelope envelope;
+    std::span<const uint8_t> inner;
+    if (DecodeGsiEnvelope(bytes, &envelope, &inner)) {
+      // From another host through the GSI forwarder of whichever process of
+      // ours received it: the peer is the pair of addresses, the forwarder's
+      // pid is not the peer's. Only our own user's forwarders are believed
+      // (any process can send to an abstract socket).
+      if (from_uid != getuid()) {
+        counters.mads_dropped++;
+        continue;
+      }
+      from = RemotePeerName(envelope.local_gid, envelope.remote_gid);
+      from_pid = 0;
+      if (counters.mads_from_gsi++ == 0)
+        SOFTRDMA_LOG(kInfo, "cm: first MAD through QP1 (the GSI), from %s", from.c_str());
+      bytes = inner;
+      len = inner.size();
+    }
     DecodeError error;
-    std::optional<Mad> mad =
-        DecodeMad(std::span<const uint8_t>(buf, std::min(len, sizeof(buf))), &error);
+    std::optional<Mad> mad = DecodeMad(bytes, &error);
     if (!mad || len != kMadSize) {
       counters.mads_dropped++;
       SOFTRDMA_LOG(kDebug, "cm: dropped a MAD from %s: %s", from.c_str(),

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cm/cm_id.h"
+#include "cm/gsi_sender.h"
 #include "cm/mad_codec.h"
 #include "cm/mad_port.h"
 
@@ -32,6 +33,7 @@ struct CmCounters {
   uint64_t mads_dropped = 0;  // malformed, unknown, stale or for nobody
   uint64_t mads_sent = 0;
   uint64_t retransmissions = 0;
+  uint64_t mads_from_gsi = 0;  // from another host (or SOFTRDMA_CM_GSI=1), via QP1
 };
 
 class Service {
@@ -74,8 +76,9 @@ class Service {
   Status BindPort(IdPrivate* id, uint16_t port);
   void ReleasePort(IdPrivate* id);
 
-  // Sending. `to` is a socket name; an empty one (another host, no wire
-  // yet) loses the message.
+  // Sending. `to` is a socket name (a process of this host) or a
+  // RemotePeerName (QP1 of another host's address, cm/gsi_sender.h); an
+  // empty one loses the message.
   Status SendMad(const std::string& to, const Mad& mad);
   // Sends and keeps it for retransmission until Disarm.
   Status SendWithRetry(IdPrivate* id, const std::string& to, const Mad& mad, int64_t interval_ns);
@@ -106,6 +109,9 @@ class Service {
   int cm_retries() const { return cm_retries_; }
 
   CmCounters counters;
+  // SOFTRDMA_CM_GSI=1 or SOFTRDMA_WIRE=roce: requests go to QP1 of the
+  // destination address even when it is this host's.
+  bool force_roce = false;
 
  private:
   Service() = default;
@@ -126,10 +132,12 @@ class Service {
     std::array<uint8_t, kMadSize> mad;
   };
   Status Transmit(const std::string& to, const std::array<uint8_t, kMadSize>& mad);
+  Status SendNow(const std::string& to, const std::array<uint8_t, kMadSize>& mad);
   void FlushDeferred();
   std::vector<Deferred> deferred_;
 
-  MadPort own_;  // the process's connection socket
+  MadPort own_;    // the process's connection socket
+  GsiSender gsi_;  // MADs to other hosts (made on first use)
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::thread thread_;

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "core/device.h"
 #include "core/limits.h"
+#include "host/gsi_forwarder.h"
 #include "host/mcast_groups.h"
 #include "transport/engine.h"
 #include "transport/recv_source.h"
@@ -206,12 +208,45 @@ void TransmitMulticast(Engine& engine, Qp& qp, OutgoingDatagram& dg) {
   });
 }
 
+// A datagram to QP1 of this host: QP1 is nobody's QP (the registry has no
+// owner for it); the GSI forwarder hands the MAD to the CM socket of the
+// process it is for, as the RoCE wire's receive path does for one from
+// another host. Lost (like a dropped packet) when it cannot be delivered.
+bool TransmitToGsi(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w) {
+  OutgoingDatagram dg;
+  if (!BuildDatagram(engine, qp, index, w, &dg)) return false;
+  uint8_t payload[128u << limits::kActiveMtu];
+  size_t len = 0;
+  for (int i = 2; i < dg.nparts && len + dg.parts[i].iov_len <= sizeof payload; ++i) {
+    memcpy(payload + len, dg.parts[i].iov_base, dg.parts[i].iov_len);
+    len += dg.parts[i].iov_len;
+  }
+  GsiDatagram gsi;
+  memcpy(gsi.remote_gid.data(), dg.d.sgid, 16);
+  memcpy(gsi.local_gid.data(), dg.d.dgid, 16);
+  gsi.remote_qpn = qp.qpx.qp_base.qp_num;
+  gsi.qkey = dg.d.qkey;
+  gsi.payload = std::span<const uint8_t>(payload, len);
+  ForwardGsiDatagram(gsi);
+  return true;
+}
+
 }  // namespace
 
 void TransmitDatagrams(Engine& engine, Qp& qp) {
   while (qp.sq_tx != qp.sq.head) {
     const uint32_t index = qp.sq_tx;
     const SendWqe& w = qp.sq.at(index);
+    if (w.ud.remote_qpn == kGsiQpn && Device::Get().IsLocalGid(w.ud.dgid)) {
+      if (!TransmitToGsi(engine, qp, index, w)) {
+        FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);  // -> SQE
+        return;
+      }
+      qp.next_psn = PsnAdd(qp.next_psn, 1);
+      ++qp.sq_tx;
+      CompleteUnacknowledged(qp);
+      continue;
+    }
     const bool multicast = w.ud.remote_qpn == kMulticastQpn && IsMulticastGid(w.ud.dgid.raw);
     // Only GIDs of this host are reachable (the shm wire); elsewhere, and to
     // a QPN nobody owns, the datagram is lost, as on a network.

@@ -9,6 +9,7 @@
 #include "core/limits.h"
 #include "core/qp_state_machine.h"
 #include "core/wr_opcodes.h"
+#include "host/gsi_forwarder.h"
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
 #include "transport/roce/roce_qp.h"
@@ -121,8 +122,12 @@ namespace {
       w.ud.traffic_class = ah.grh.traffic_class;
       w.ud.remote_qpn = wr->wr.ud.remote_qpn & 0xffffff;
       // Bit 31 set = "use the QP's own Q_Key" (IBA 10.2.5; mlx4, hns do it).
-      w.ud.remote_qkey =
-          (wr->wr.ud.remote_qkey & 0x80000000u) ? qp.attr.qkey : wr->wr.ud.remote_qkey;
+      // A send to QP1 carries the GSI's Q_Key, the only one QP1 takes: the
+      // CM, which does the kernel's part from user space, may not hold that
+      // controlled Q_Key on its QP (host/gsi_forwarder.h).
+      w.ud.remote_qkey = w.ud.remote_qpn == kGsiQpn              ? kGsiQkeyValue
+                         : (wr->wr.ud.remote_qkey & 0x80000000u) ? qp.attr.qkey
+                                                                 : wr->wr.ud.remote_qkey;
     }
     // The PSN is assigned at first transmission (Transmit): operations the
     // initiator executes directly never use one.
