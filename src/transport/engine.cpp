@@ -207,6 +207,12 @@ void Engine::Shutdown() {
     ring_->Wake();  // the thread waits on the ring's word, whatever its state
     thread_.join();
   }
+  // The UDP socket of the RoCE wire may hold datagrams that the kernel gave
+  // us for another process of ours (SO_REUSEPORT: any member of the group
+  // may get any datagram, e.g. a peer's last ACK); the port forwards them
+  // to their owner as it reads them (ForwardingPort), and would otherwise
+  // lose them with our socket at exit. Never opens a port only for this.
+  if (roce_port_ready_.load(std::memory_order_acquire) && roce_port_) PollRoce();
   // ACKs still held back are owed to peers that may be waiting for them.
   if (ring_->TryLockConsumer()) {
     FlushAcks();
