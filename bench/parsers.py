@@ -341,7 +341,7 @@ def parse(suite, text, size):
         return parse_perftest(text)
     if suite == "callgrind":
         return parse_callgrind(text, size)
-    if suite == "ucx":
+    if suite in ("ucx", "ucx_verbs", "ucx_posix"):
         return parse_ucx(text, size)
     if suite == "tcp":
         return parse_qperf(text, size)

@@ -20,6 +20,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parsers  # noqa: E402
+import report_ucx_verbs  # noqa: E402
 
 MiB = 1 << 20
 
@@ -741,6 +742,7 @@ def main(argv):
     md.append("")
     md += series_table(res, BW_SERIES[:5] + [("softrdma ib_atomic_bw", "perftest",
                                               "ib_atomic_bw")], "msg_rate", 1e-3)
+    md += report_ucx_verbs.section(res, human_size, fmt)
     md.append("## Pinned runs (server `taskset -c 0`, client `taskset -c 1`)")
     md.append("")
     md.append("Latency [µs]:")

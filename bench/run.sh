@@ -8,6 +8,9 @@
 #             softrdma's libibverbs.so.1, 8 B .. 4 MiB, unpinned and (target sizes) pinned
 #             with `taskset -c 0` (server) / `taskset -c 1` (client)
 #   ucx       ucx_perftest tag_lat / tag_bw with UCX_TLS=posix,cma (system UCX), same sizes
+#   ucx_verbs ucx_perftest tag_lat / tag_bw at 8 B, 4 KiB, 1 MiB over softrdma (rc_verbs,
+#             ud_verbs, under `softrdma run`) and over UCX_TLS=posix, back to back
+#             (bench/ucx_verbs.sh)
 #   tcp       qperf tcp_lat / tcp_bw on loopback
 #   limits    softrdma_bench_limits: memcpy by size, cross-core cache-line round trip,
 #             process_vm_writev by size
@@ -37,7 +40,8 @@
 #   --quick       smoke run: 3 sizes, short runs, --repeat 2 unless given
 #   --repeat N    repetitions of every measurement (default 3)
 #   --out DIR     results directory (default bench/results/<date>-<time>)
-#   --only LIST   comma-separated subset of: perftest,ucx,tcp,limits,idle,scale,callgrind
+#   --only LIST   comma-separated subset of: perftest,ucx,ucx_verbs,tcp,limits,idle,scale,
+#                 callgrind
 #   --lib DIR     directory holding softrdma's libibverbs.so.1 (default build/lib;
 #                 built with cmake when missing)
 # Environment: BENCH_JOBS (build parallelism, default 2), BENCH_TIMEOUT (seconds per
@@ -49,11 +53,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=../scripts/lib/procs.sh
 source "$ROOT/scripts/lib/procs.sh"
+# shellcheck source=ucx_verbs.sh
+source "$HERE/ucx_verbs.sh"
 
 QUICK=0
 REPEAT=""
 OUT=""
-ONLY="perftest,ucx,tcp,limits,idle,scale,callgrind"
+ONLY="perftest,ucx,ucx_verbs,tcp,limits,idle,scale,callgrind"
 LIB_DIR=""
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
@@ -752,7 +758,7 @@ printf 'suite\ttest\tsize\tpinned\trep\trc\tclient\tserver\tcmd\trtt_before_ns\t
 # The limits program measures the machine state around every latency measurement.
 PAIR_RTT=0
 STATE_RTT=0
-if want perftest || want ucx; then
+if want perftest || want ucx || want ucx_verbs; then
   build_limits
   if [[ -n "$(machine_rtt)" ]]; then
     STATE_RTT=1
@@ -765,6 +771,7 @@ want limits && run_limits
 if want perftest || want ucx; then run_latency_targets; fi
 want perftest && run_perftest
 want ucx && run_ucx
+want ucx_verbs && run_ucx_verbs
 want tcp && run_tcp
 want idle && run_idle
 want scale && run_scale
