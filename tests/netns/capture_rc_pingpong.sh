@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# netns.capture_rc_pingpong: a capture on host a's veth while unmodified
+# ibv_rc_pingpong -s 65536 runs between two hosts over the RoCE wire reads in
+# tshark as InfiniBand over UDP 4791 with no malformed packet: RC SEND
+# FIRST/MIDDLE/LAST and ACKs, and in each direction the request PSNs advance
+# by one with no gap; softrdma_roce_icrc finds every ICRC good. Skipped
+# without tshark/dumpcap.
+#   capture_rc_pingpong.sh LIBDIR ICRC_TOOL
+source "$(dirname "$0")/lib.sh"
+libdir=$1
+icrc_tool=$2
+for tool in tshark dumpcap ibv_rc_pingpong; do
+  command -v "$tool" >/dev/null 2>&1 || sr_skip "$tool is not installed (Debian: tshark, ibverbs-utils)"
+done
+sr_hosts_two
+capture=$SR_DIR/a0.pcap
+sr_on_bg a dumpcap -q -i a0 -P -f "udp port 4791" -w "$capture"
+dumpcap_pid=$SR_PID
+for ((i = 0; i < 100; i++)); do
+  [[ -s $capture ]] && break
+  sleep 0.05
+done
+[[ -s $capture ]] || sr_fail "dumpcap did not start capturing on a0"
+sleep 0.2
+
+iters=20
+tcp_port=$((20000 + $$ % 20000))
+sr_on_bg b env LD_LIBRARY_PATH="$libdir" timeout 30 ibv_rc_pingpong -g 0 -s 65536 -n $iters -p $tcp_port \
+  >"$SR_DIR/server.out" 2>&1
+server=$SR_PID
+sleep 0.3
+sr_on a env LD_LIBRARY_PATH="$libdir" timeout 30 ibv_rc_pingpong -g 0 -s 65536 -n $iters -p $tcp_port \
+  "$(sr_ipv4 b)" || sr_fail "ibv_rc_pingpong client"
+sr_wait "$server" || sr_fail "ibv_rc_pingpong server: $(cat "$SR_DIR/server.out")"
+sleep 0.3
+kill -TERM "$dumpcap_pid"
+sr_wait "$dumpcap_pid" || true
+
+out=$("$icrc_tool" -q "$capture") || sr_fail "softrdma_roce_icrc: $out"
+echo "$out"
+grep -qE '^([0-9]+) RoCEv2 packets: \1 ICRC ok, 0 bad ICRC, 0 malformed, 0 cut by the snap length' <<<"$out" ||
+  sr_fail "not every packet has a good ICRC"
+
+tshark_read() { tshark -r "$capture" --disable-protocol rpcordma "$@" 2>/dev/null; }
+malformed=$(tshark_read -Y _ws.malformed -T fields -e frame.number)
+[[ -z $malformed ]] || sr_fail "tshark: malformed frames: $malformed"
+decoded=$(tshark_read -Y 'udp.dstport == 4791 && infiniband' -T fields -E separator=' ' \
+  -e ip.src -e infiniband.bth.opcode -e infiniband.bth.psn)
+total=$(tshark_read -Y 'udp.dstport == 4791' -T fields -e frame.number | wc -l)
+[[ $(wc -l <<<"$decoded") -eq $total ]] || sr_fail "tshark decoded $(wc -l <<<"$decoded") of $total frames as InfiniBand"
+# 65536 B at path MTU 1024 (ibv_rc_pingpong's default): FIRST, 62 MIDDLE, LAST per message.
+for opcode in 0 1 2 17; do
+  grep -q " $opcode " <<<"$decoded" || sr_fail "no packet of opcode $opcode (SEND FIRST/MIDDLE/LAST, ACK)"
+done
+expected_requests=$((2 * iters * 64))
+for source in "$(sr_ipv4 a)" "$(sr_ipv4 b)"; do
+  verdict=$(awk -v s="$source" '$1 == s && $2 <= 5 {
+      if (n > 0 && ($3 - last + 16777216) % 16777216 != 1) bad++
+      last = $3; n++ }
+    END { printf "%d %d", n, bad }' <<<"$decoded")
+  read -r requests gaps <<<"$verdict"
+  ((gaps == 0)) || sr_fail "requests from $source: $gaps PSN steps other than +1 (a retransmission or a gap)"
+  ((requests == expected_requests / 2)) || sr_fail "requests from $source: $requests, expected $((expected_requests / 2))"
+done
+echo "tshark: $total frames decoded as InfiniBand over UDP 4791 (SEND FIRST/MIDDLE/LAST, ACK), request PSNs +1 each way, none malformed"
+echo "PASS"
