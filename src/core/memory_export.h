@@ -34,6 +34,11 @@ class MemoryExporter {
   // One user of the slot fewer; the last one frees it and turns the pages
   // back into private memory with the same bytes.
   void Release(uint32_t slot);
+  // The extent in `slot` (one this process holds: its fields are stable),
+  // or nullptr for slot 0.
+  const ExportedExtent* Extent(uint32_t slot) const {
+    return slot == 0 || slot >= ExtentTable::kSlots ? nullptr : &table_->slots[slot];
+  }
 
   // In the child of a fork: the memfd-backed pages would be shared with the
   // parent, where real hardware gives the child a private copy. Replaces

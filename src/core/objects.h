@@ -8,8 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
 #include <infiniband/verbs.h>
 
+#include "core/context_file.h"
 #include "util/spinlock.h"
 
 namespace softrdma {
@@ -20,6 +23,10 @@ namespace softrdma {
 struct Context {
   verbs_context vctx;
   int async_write_fd = -1;  // async_fd is the read end of this pipe
+  // What cmd_fd holds: the PDs and MRs of the context, by handle, for
+  // ibv_import_* (core/context_file.h). Imported contexts share their
+  // exporter's file.
+  std::unique_ptr<ContextFile> file;
 
   ibv_context* verbs() { return &vctx.context; }
   static Context* From(ibv_context* c) {
@@ -33,6 +40,9 @@ struct Pd {
   ibv_pd pd;
   uint32_t id;                // unique in the process; MR entries record it
   std::atomic<int> users{0};  // MRs and QPs using it: dealloc fails with EBUSY
+  // Made by ibv_import_pd: freeing it releases this handle only, the
+  // exporter's PD stays (core/verbs_import.cpp).
+  bool imported = false;
   static Pd* From(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 };
 
@@ -42,6 +52,12 @@ struct Mr {
   uint32_t access = 0;  // as registered (optional bits dropped); for rereg_mr
   uint64_t iova = 0;
   uint32_t extent = 0;  // exported extent holding its pages (core/memory_export.h), 0 = none
+  // How ibv_import_mr made it (kOwn: ibv_reg_mr). An alias shares the
+  // exporter's table entry (same process); a mirror is this process's entry
+  // for another process's pages, mapped at mirror_map.
+  enum class Origin : uint8_t { kOwn, kAlias, kMirror } origin = Origin::kOwn;
+  void* mirror_map = nullptr;
+  size_t mirror_bytes = 0;
   static Mr* From(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 };
 

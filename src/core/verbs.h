@@ -23,6 +23,9 @@ const char* GetDeviceName(ibv_device* device);
 __be64 GetDeviceGuid(ibv_device* device);
 int GetDeviceIndex(ibv_device* device);  // -1 + errno if not ours
 ibv_context* OpenDevice(ibv_device* device);
+// ibv_import_device: a context over another context's cmd_fd (which it
+// takes over). EINVAL if the descriptor is not a softrdma context's.
+ibv_context* ImportDevice(int cmd_fd);
 int CloseDevice(ibv_context* context);
 int QueryDevice(ibv_context* context, ibv_device_attr* attr);
 int QueryDeviceEx(ibv_context* context, const ibv_query_device_ex_input* input,
@@ -48,6 +51,12 @@ ibv_pd* AllocPd(ibv_context* context);
 int DeallocPd(ibv_pd* pd);
 ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
 int DeregMr(ibv_mr* mr);
+
+// --- sharing PDs and MRs through cmd_fd (verbs_import.cpp)
+ibv_pd* ImportPd(ibv_context* context, uint32_t pd_handle);
+void UnimportPd(ibv_pd* pd);
+ibv_mr* ImportMr(ibv_pd* pd, uint32_t mr_handle);
+void UnimportMr(ibv_mr* mr);
 
 // --- memory windows (verbs_mw.cpp): context ops alloc_mw, dealloc_mw, bind_mw
 ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type);

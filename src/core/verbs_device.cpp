@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "core/device.h"
@@ -81,11 +80,11 @@ int GetDeviceIndex(ibv_device* device) {
   return 0;
 }
 
-ibv_context* OpenDevice(ibv_device* device) {
-  if (!Device::IsOurs(device)) {
-    errno = ENODEV;
-    return nullptr;
-  }
+namespace {
+
+// A context over `file` whose descriptor is `cmd_fd` (closed with the
+// context; on failure it is left to the caller, as ibv_import_device does).
+ibv_context* NewContext(ibv_device* device, int cmd_fd, std::unique_ptr<ContextFile> file) {
   Status st;
   if (!Engine::Get(&st)) {
     errno = st.code() ? st.code() : EIO;
@@ -96,13 +95,10 @@ ibv_context* OpenDevice(ibv_device* device) {
     errno = ENOMEM;
     return nullptr;
   }
+  ctx->file = std::move(file);
   int async_pipe[2];
-  // cmd_fd has no commands to carry here, but clients dup/fstat it (pyverbs
-  // import), so it is a real descriptor.
-  int cmd_fd = eventfd(0, EFD_CLOEXEC);
-  if (cmd_fd < 0 || pipe2(async_pipe, O_CLOEXEC) != 0) {
+  if (pipe2(async_pipe, O_CLOEXEC) != 0) {
     int e = errno;
-    if (cmd_fd >= 0) close(cmd_fd);
     delete ctx;
     errno = e;
     return nullptr;
@@ -143,6 +139,35 @@ ibv_context* OpenDevice(ibv_device* device) {
   v.create_cq_ex = CreateCqEx;
   v.query_rt_values = QueryRtValues;
   return &c;
+}
+
+}  // namespace
+
+ibv_context* OpenDevice(ibv_device* device) {
+  if (!Device::IsOurs(device)) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  // cmd_fd is the file other contexts import this one's objects from.
+  auto file = std::make_unique<ContextFile>();
+  int cmd_fd = file->Create();
+  if (cmd_fd < 0) return nullptr;
+  ibv_context* c = NewContext(device, cmd_fd, std::move(file));
+  if (!c) {
+    int e = errno;
+    close(cmd_fd);
+    errno = e;
+  }
+  return c;
+}
+
+ibv_context* ImportDevice(int cmd_fd) {
+  auto file = std::make_unique<ContextFile>();
+  if (int rc = file->Attach(cmd_fd)) {
+    errno = rc;
+    return nullptr;
+  }
+  return NewContext(Device::Get().verbs_device(), cmd_fd, std::move(file));
 }
 
 int CloseDevice(ibv_context* context) {

@@ -2,11 +2,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/context_file.h"
 #include "core/device.h"
 #include "core/limits.h"
 #include "core/objects.h"
@@ -18,7 +20,60 @@ namespace softrdma::verbs {
 
 namespace {
 
-std::atomic<uint32_t> g_next_handle{1};
+// PD handles: the lowest free slot of the context files' PD tables (the
+// kernel's handles are small reused numbers too); past those, numbers that
+// cannot be imported.
+class PdHandles {
+ public:
+  uint32_t Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (uint32_t h = 1; h < ContextFile::kPdSlots; ++h) {
+      if (!used_[h]) {
+        used_[h] = true;
+        return h;
+      }
+    }
+    return ContextFile::kPdSlots + overflow_++;
+  }
+  void Give(uint32_t h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (h < ContextFile::kPdSlots) used_[h] = false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<bool> used_ = std::vector<bool>(ContextFile::kPdSlots);
+  uint32_t overflow_ = 0;
+};
+
+PdHandles& PdHandleAllocator() {
+  static auto* handles = new PdHandles();  // never destroyed: used until exit
+  return *handles;
+}
+
+ContextFile& FileOf(ibv_context* c) {
+  return *Context::From(c)->file;
+}
+
+// What an importer of the MR needs (core/context_file.h).
+void PublishMr(Engine& engine, const ibv_mr& mr, const Mr& m) {
+  MrRecordView v{};
+  v.pd_handle = mr.pd->handle;
+  v.lkey = mr.lkey;
+  v.rkey = mr.rkey;
+  v.access = m.access;
+  v.iova = m.iova;
+  v.length = mr.length;
+  v.host_addr = reinterpret_cast<uint64_t>(mr.addr);
+  v.extent_fd = -1;
+  if (const ExportedExtent* x = engine.exporter().Extent(m.extent)) {
+    v.extent_fd = x->fd;
+    v.extent_inode = x->inode;
+    v.extent_base = x->base;
+    v.extent_length = x->length;
+  }
+  FileOf(mr.context).PublishMr(mr.handle, v);
+}
 
 // Access bits an MR may carry. Bits in IBV_ACCESS_OPTIONAL_RANGE are hints a
 // device may ignore (perftest and UCX pass RELAXED_ORDERING); they are dropped.
@@ -78,8 +133,9 @@ ibv_pd* AllocPd(ibv_context* context) {
     return nullptr;
   }
   pd->pd.context = context;
-  pd->pd.handle = g_next_handle.fetch_add(1);
+  pd->pd.handle = PdHandleAllocator().Take();
   pd->id = engine->NewPdId();
+  FileOf(context).PublishPd(pd->pd.handle, pd->id);
   return &pd->pd;
 }
 
@@ -87,6 +143,12 @@ int DeallocPd(ibv_pd* ibpd) {
   if (!ibpd) return EINVAL;
   Pd* pd = Pd::From(ibpd);
   if (pd->users.load() != 0) return EBUSY;
+  if (pd->imported) {
+    UnimportPd(ibpd);  // the exporter's PD is the exporter's to free
+    return 0;
+  }
+  FileOf(ibpd->context).WithdrawPd(ibpd->handle);
+  PdHandleAllocator().Give(ibpd->handle);
   delete pd;
   return 0;
 }
@@ -129,11 +191,12 @@ ibv_mr* RegMr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned i
   mr->mr.pd = ibpd;
   mr->mr.addr = addr;
   mr->mr.length = length;
-  mr->mr.handle = g_next_handle.fetch_add(1);
+  mr->mr.handle = mr->mr.lkey >> 8;  // its table index: unique among live MRs
   mr->pd_id = pd->id;
   mr->access = access;
   mr->iova = iova;
   pd->users.fetch_add(1);
+  PublishMr(*engine, mr->mr, *mr);
   return &mr->mr;
 }
 
@@ -142,8 +205,13 @@ int DeregMr(ibv_mr* ibmr) {
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return EINVAL;
   Mr* mr = Mr::From(ibmr);
+  if (mr->origin != Mr::Origin::kOwn) {
+    UnimportMr(ibmr);  // the exporter's registration is the exporter's to end
+    return 0;
+  }
   // Windows bound to the MR point into its memory: unbind them first.
   if (int rc = engine->mr_table().Remove(ibmr->lkey)) return rc;
+  FileOf(ibmr->context).WithdrawMr(ibmr->handle);
   engine->exporter().Release(mr->extent);  // after Remove: no peer is copying any more
   Pd::From(ibmr->pd)->users.fetch_sub(1);
   delete mr;
@@ -172,6 +240,8 @@ int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, in
   Mr* mr = Mr::From(ibmr);
   Engine* engine = Engine::Get(nullptr);
   if (!engine) return cmd_error(EIO);
+  // An imported MR is the exporter's registration: only it changes it.
+  if (mr->origin != Mr::Origin::kOwn) return cmd_error(EOPNOTSUPP);
 
   ibv_pd* new_pd = ibmr->pd;
   if (flags & IBV_REREG_MR_CHANGE_PD) {
@@ -216,6 +286,7 @@ int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length, in
   mr->pd_id = pd->id;
   mr->access = access;
   mr->iova = iova;
+  PublishMr(*engine, *ibmr, *mr);
   return 0;
 }
 

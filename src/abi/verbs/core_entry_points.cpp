@@ -111,6 +111,23 @@ SOFTRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, 
   return v::ReregMr(mr, flags, pd, addr, length, access);
 }
 
+// Sharing a context's PDs and MRs through its cmd_fd.
+SOFTRDMA_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  return v::ImportDevice(cmd_fd);
+}
+SOFTRDMA_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  return v::ImportPd(context, pd_handle);
+}
+SOFTRDMA_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
+  v::UnimportPd(pd);
+}
+SOFTRDMA_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  return v::ImportMr(pd, mr_handle);
+}
+SOFTRDMA_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
+  v::UnimportMr(mr);
+}
+
 SOFTRDMA_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   return v::CreateCompChannel(context);
 }

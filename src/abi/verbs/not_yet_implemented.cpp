@@ -42,24 +42,7 @@ SOFTRDMA_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context* /*context*/,
   return fail_errno();
 }
 
-// Sharing objects between processes (import/unimport).
-
-SOFTRDMA_EXPORT struct ibv_context* ibv_import_device(int /*cmd_fd*/) {
-  return fail_null<ibv_context>();
-}
-
-SOFTRDMA_EXPORT struct ibv_pd* ibv_import_pd(struct ibv_context* /*context*/,
-                                             uint32_t /*pd_handle*/) {
-  return fail_null<ibv_pd>();
-}
-
-SOFTRDMA_EXPORT void ibv_unimport_pd(struct ibv_pd* /*pd*/) {}
-
-SOFTRDMA_EXPORT struct ibv_mr* ibv_import_mr(struct ibv_pd* /*pd*/, uint32_t /*mr_handle*/) {
-  return fail_null<ibv_mr>();
-}
-
-SOFTRDMA_EXPORT void ibv_unimport_mr(struct ibv_mr* /*mr*/) {}
+// Device memory is not imitated, so there is none to share.
 
 SOFTRDMA_EXPORT struct ibv_dm* ibv_import_dm(struct ibv_context* /*context*/,
                                              uint32_t /*dm_handle*/) {
