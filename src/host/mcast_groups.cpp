@@ -35,6 +35,11 @@ ProcRef OwnerOf(uint64_t w) {
 
 }  // namespace
 
+bool McastWordPlausible(uint64_t word) {
+  // Slot and QPN fields are as wide as their tables; phase 3 is never written.
+  return word == 0 || PhaseOf(word) != 3;
+}
+
 bool IsMulticastGid(const uint8_t gid[16]) {
   if (gid[0] == 0xff) return true;
   static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};

@@ -38,6 +38,9 @@ struct McastSlot {
 };
 static_assert(sizeof(McastSlot) == 32);
 
+// False for a word no process writes (a damaged registry: Registry::DamageIn).
+bool McastWordPlausible(uint64_t word);
+
 class McastGroups {
  public:
   explicit McastGroups(Registry& registry) : registry_(registry) {}

@@ -148,7 +148,57 @@ Status CheckExisting(int fd, const std::string& name, size_t expected) {
   return Status::Ok();
 }
 
+// Linux never hands out a pid above this (PID_MAX_LIMIT on 64-bit).
+constexpr int64_t kPidMaxLimit = 4194304;
+
+bool PlausiblePid(int64_t pid) {
+  return pid >= 0 && pid <= kPidMaxLimit;
+}
+
 }  // namespace
+
+// A registry whose header is good may still hold garbage in its tables
+// (overwritten by a stray program, a disk image, a test). Processes only
+// ever write values of the shapes below, so a value of another shape is
+// damage; left in place it would make us index past a table or wait on a
+// lock "held" by a pid that no process can have. Returns what is wrong, or
+// "" (one pass over the tables: about 6 MiB read, at attach only).
+std::string Registry::DamageIn(const Layout& l) {
+  if (l.max_procs != kRegistryMaxProcs || l.qpn_table_size != kQpnTableSize)
+    return "is damaged (its header says " + std::to_string(l.max_procs) + " process slots and " +
+           std::to_string(l.qpn_table_size) + " QPNs; layout " + std::to_string(kLayoutVersion) +
+           " has " + std::to_string(kRegistryMaxProcs) + " and " + std::to_string(kQpnTableSize) +
+           ")";
+  for (uint32_t i = 0; i < kRegistryMaxProcs; ++i) {
+    const pid_t pid = OwnerPid(l.procs[i].owner.load(std::memory_order_relaxed));
+    if (!PlausiblePid(pid))
+      return "is damaged (process slot " + std::to_string(i) + " names pid " + std::to_string(pid) +
+             ")";
+  }
+  for (uint32_t n = 0; n < kQpnTableSize; ++n) {
+    const uint64_t w = l.qpn_owner[n].load(std::memory_order_relaxed);
+    const uint32_t slot_plus_one = static_cast<uint32_t>(w & 0xffffffffu);
+    if (w != 0 && (slot_plus_one == 0 || slot_plus_one > kRegistryMaxProcs))
+      return "is damaged (QPN " + std::to_string(n) + " names process slot " +
+             std::to_string(int64_t{slot_plus_one} - 1) + ")";
+    const uint32_t published_slot =
+        __atomic_load_n(&l.published_qps[n].owner_slot, __ATOMIC_RELAXED);
+    if (published_slot >= kRegistryMaxProcs)
+      return "is damaged (the attributes of QPN " + std::to_string(n) + " name process slot " +
+             std::to_string(published_slot) + ")";
+  }
+  for (uint32_t i = 0; i < kAtomicLockStripes; ++i) {
+    const auto holder = static_cast<pid_t>(l.atomic_locks[i].load(std::memory_order_relaxed));
+    if (!PlausiblePid(holder))
+      return "is damaged (atomic lock " + std::to_string(i) + " is held by pid " +
+             std::to_string(holder) + ")";
+  }
+  for (uint32_t i = 0; i < kMcastTableSize; ++i) {
+    if (!McastWordPlausible(l.mcast[i].word.load(std::memory_order_relaxed)))
+      return "is damaged (multicast attachment " + std::to_string(i) + " is not a valid entry)";
+  }
+  return "";
+}
 
 Status Registry::Open(Registry* out) {
   static_assert(offsetof(Layout, version) == offsetof(RegistryHeader, version) &&
@@ -188,7 +238,12 @@ Status Registry::Open(Registry* out) {
   close(fd);
   if (mem == MAP_FAILED) return Status::Error(errno, "mmap " + ShmPath(name));
   auto* l = static_cast<Layout*>(mem);
-  if (creator) {
+  if (!creator) {
+    if (std::string damage = DamageIn(*l); !damage.empty()) {
+      munmap(mem, bytes);
+      return Unusable(EPROTO, name, damage);
+    }
+  } else {
     // ftruncate zero-filled everything: a zero entry is a free entry. The
     // magic goes last but `ready`: who sees it sees the version too.
     l->version = kLayoutVersion;
@@ -210,7 +265,7 @@ Registry::~Registry() {
 
 bool Registry::EntryAlive(uint32_t slot, uint64_t owner_word) const {
   pid_t pid = OwnerPid(owner_word);
-  if (pid == 0) return false;
+  if (pid <= 0) return false;  // free; never a process (kill() would take it as a group)
   uint64_t recorded = layout_->procs[slot].start_time.load(std::memory_order_acquire);
   // Ourselves: alive, without a system call and a read of /proc (this is on
   // every connect to a QP of our own process).
@@ -295,8 +350,10 @@ McastSlot* Registry::mcast_slots() const {
 bool Registry::QpnOwner(uint32_t qpn, ProcRef* owner) const {
   if (qpn >= kQpnTableSize) return false;
   uint64_t w = layout_->qpn_owner[qpn].load(std::memory_order_acquire);
-  if (w == 0) return false;
-  *owner = ProcRef{static_cast<uint32_t>(w & 0xffffffffu) - 1, static_cast<uint32_t>(w >> 32)};
+  const uint32_t slot_plus_one = static_cast<uint32_t>(w & 0xffffffffu);
+  // Anything else is damage written after attach (DamageIn checks at attach).
+  if (slot_plus_one == 0 || slot_plus_one > kRegistryMaxProcs) return false;
+  *owner = ProcRef{slot_plus_one - 1, static_cast<uint32_t>(w >> 32)};
   return true;
 }
 

@@ -84,6 +84,8 @@ class Registry {
 
  private:
   struct Layout;
+  // What is wrong in the tables of a registry with a good header, or "".
+  static std::string DamageIn(const Layout& l);
   bool EntryAlive(uint32_t slot, uint64_t owner_word) const;
   Layout* layout_ = nullptr;
   PublishedQp* published_qps_ = nullptr;  // inside *layout_

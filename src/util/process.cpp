@@ -42,6 +42,8 @@ ProcStat ReadProcStat(pid_t pid) {
 }
 
 bool ProcessGone(pid_t pid) {
+  // No process has a pid <= 0 (and kill() would read it as a group).
+  if (pid <= 0) return true;
   if (kill(pid, 0) != 0) return errno == ESRCH;
   ProcStat st = ReadProcStat(pid);
   return st.start_time != 0 && st.zombie;

@@ -1,5 +1,5 @@
-// A registry that cannot be used (damaged, of another layout version, left
-// half-made, another user's) is refused with EPROTO / EACCES and a message
+// A registry that cannot be used (damaged header or tables, of another
+// layout version, left half-made, another user's) is refused with EPROTO / EACCES and a message
 // that names the file, the reason and the fix; removing it is enough to
 // start again.
 #include "host/registry.h"
@@ -107,6 +107,40 @@ TEST_F(RegistryUnusable, AnotherUsersRegistry) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another user";
   ASSERT_EQ(chown(path_.c_str(), 4242, 4242), 0);
   ExpectRefused(EACCES, "belongs to uid 4242, not to this user (uid 0)");
+}
+
+// A good header over damaged tables. Offsets of layout 3 (registry.cpp's
+// Layout): a 28-byte header padded to 32, 1024 process slots of 16 bytes,
+// 131072 QPN owner words, 131072 published QP entries of 32 bytes, then
+// the atomic lock words.
+constexpr off_t kProcsOffset = 32;
+constexpr off_t kQpnOwnerOffset = kProcsOffset + 1024 * 16;
+constexpr off_t kAtomicLocksOffset = kQpnOwnerOffset + 131072 * 8 + 131072 * 32;
+
+TEST_F(RegistryUnusable, HeaderCountsOfAnotherLayout) {
+  const uint32_t max_procs = 7;
+  Poke(12, &max_procs, sizeof max_procs);
+  ExpectRefused(EPROTO, "is damaged (its header says 7 process slots and 131072 QPNs");
+}
+
+TEST_F(RegistryUnusable, ProcessSlotWithAnImpossiblePid) {
+  const uint64_t owner = 0x00000005ffffffffull;  // generation 5, pid -1
+  Poke(kProcsOffset + 3 * 16, &owner, sizeof owner);
+  ExpectRefused(EPROTO, "is damaged (process slot 3 names pid -1)");
+}
+
+TEST_F(RegistryUnusable, QpnNamingAProcessSlotBeyondTheTable) {
+  const uint64_t owner = 0x0000000100001389ull;  // slot + 1 = 5001
+  Poke(kQpnOwnerOffset + 100 * 8, &owner, sizeof owner);
+  ExpectRefused(EPROTO, "is damaged (QPN 100 names process slot 5000)");
+}
+
+TEST_F(RegistryUnusable, AtomicLockHeldByAnImpossiblePid) {
+  // Left in place, every atomic on this stripe would wait forever: no
+  // process can ever release it, and none can be found dead.
+  const uint32_t holder = 0x80000000u;
+  Poke(kAtomicLocksOffset + 17 * 4, &holder, sizeof holder);
+  ExpectRefused(EPROTO, "is damaged (atomic lock 17 is held by pid -2147483648)");
 }
 
 }  // namespace
