@@ -259,7 +259,7 @@ int MrTable::BindWindow(const WindowBind& b) {
   if (parent) {
     const MrEntry& p = entries_[parent];
     SeqlockStore(&e.access, b.access);
-    SeqlockStore(&e.iova, b.addr);
+    SeqlockStore(&e.iova, b.zero_based ? uint64_t{0} : b.addr);
     SeqlockStore(&e.length, b.length);
     SeqlockStore(&e.host_addr, p.host_addr + (b.addr - p.iova));
     SeqlockStore(&e.qpn, e.window == 2 ? b.qpn : 0u);

@@ -60,6 +60,9 @@ struct WindowBind {
   uint32_t access;  // IBV_ACCESS_REMOTE_* of the window
   uint32_t pd_id;   // the binding QP's PD (= the window's and the MR's)
   uint32_t qpn;     // type 2: the binding QP
+  // IBV_ACCESS_ZERO_BASED: remote addresses are offsets into the window
+  // (its iova is 0) rather than the MR's addresses.
+  bool zero_based;
 };
 
 // What a successful lookup gives: where the bytes are.

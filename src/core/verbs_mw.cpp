@@ -50,6 +50,9 @@ int DeallocMw(ibv_mw* ibmw) {
 
 int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   if (!qp || !mw || !bind) return EINVAL;
+  // A type 1 window is never zero-based (mlx5 refuses it here the same way;
+  // type 2 windows may be, bound by IBV_WR_BIND_MW).
+  if (bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED) return EINVAL;
   // The bind is a send WR like any other (ordered in the SQ, completes with
   // IBV_WC_BIND_MW); the new rkey is the window's with the next key byte
   // (ibv_bind_mw(3): returned in mw->rkey once posted).

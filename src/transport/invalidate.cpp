@@ -40,8 +40,13 @@ int Bind(Engine& engine, Qp& qp, const SendWqe& w) {
   if (mw.pd != qp.verbs()->pd || (w.key >> 8) != mw.handle) return EINVAL;
   if (info.mr && info.mr->pd != mw.pd) return EPERM;
   if (!info.mr && (info.addr || info.length)) return EINVAL;
-  const unsigned access = info.mw_access_flags & ~kIgnoredWindowAccess;
-  if (access & ~kWindowAccess) return EINVAL;  // zero-based windows: not supported
+  // Zero-based windows (addressed from 0, not by the MR's addresses): type 2
+  // only, as rxe binds them; ibv_bind_mw refuses them for type 1 (BindMw).
+  const bool zero_based = info.mw_access_flags & IBV_ACCESS_ZERO_BASED;
+  if (zero_based && mw.type != IBV_MW_TYPE_2) return EINVAL;
+  const unsigned access =
+      info.mw_access_flags & ~(kIgnoredWindowAccess | static_cast<unsigned>(IBV_ACCESS_ZERO_BASED));
+  if (access & ~kWindowAccess) return EINVAL;
   WindowBind b{};
   b.new_rkey = w.key;
   b.pd_id = qp.pd->id;
@@ -51,6 +56,7 @@ int Bind(Engine& engine, Qp& qp, const SendWqe& w) {
     b.addr = info.addr;
     b.length = info.length;
     b.access = access;
+    b.zero_based = zero_based;
   }
   return engine.mr_table().BindWindow(b);
 }

@@ -1,5 +1,5 @@
-// A target process killed (SIGKILL) while an initiator streams RDMA WRITEs
-// into its memory: on every data path (mapped memory by default, cross-memory
+// A target process killed (SIGKILL) while an initiator streams RDMA WRITEs,
+// READs, atomics or SENDs at it: on every data path (mapped memory by default, cross-memory
 // attach with SOFTRDMA_MAP_MR=0, the two-copy path with SOFTRDMA_CMA=0 too;
 // ctest runs this file on all three), the initiator's WQEs stop succeeding:
 // the first failure is IBV_WC_RETRY_EXC_ERR, every later one
@@ -23,7 +23,12 @@ namespace {
 constexpr size_t kTargetBytes = 1 << 20;
 constexpr uint32_t kWriteBytes = 64 * 1024;
 
-// Child: a region open for remote writes, connected, then waits to be killed.
+// Enough receives for every SEND of the stream while the target lives (it
+// reposts each one as it completes).
+constexpr int kChildReceives = 48;
+
+// Child: a region open for remote access, receives posted, connected; then
+// reposts receives until it is killed.
 [[noreturn]] void ChildTarget(int to_parent, int from_parent) {
   ChildSide s(30);
   // Whole pages, as perftest allocates them: by default registration moves
@@ -33,15 +38,57 @@ constexpr uint32_t kWriteBytes = 64 * 1024;
   ibv_mr* mr = ibv_reg_mr(s.pd, mem, kTargetBytes, kAllRemote);
   if (!mr) _exit(12);
   Remote me{reinterpret_cast<uintptr_t>(mem), mr->rkey, s.c.qp->qp_num};
+  auto post_recv = [&](uint64_t slot) {
+    ibv_sge sg{reinterpret_cast<uintptr_t>(mem) + (slot % 16) * kWriteBytes, kWriteBytes, mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = slot;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(s.c.qp, &wr, &bad) == 0;
+  };
+  for (int i = 0; i < kChildReceives; ++i)
+    if (!post_recv(static_cast<uint64_t>(i))) _exit(15);
   uint32_t peer_qpn = 0;
   if (!WriteAll(to_parent, &me, sizeof me) || !ReadAll(from_parent, &peer_qpn, 4)) _exit(13);
   if (!s.c.Connect(s.ctx, s.gid, peer_qpn)) _exit(14);
   char ready = 'r';
   WriteAll(to_parent, &ready, 1);
-  for (;;) pause();
+  for (;;) {
+    ibv_wc wc[8];
+    int n = ibv_poll_cq(s.c.cq, 8, wc);
+    for (int i = 0; i < n; ++i)
+      if (wc[i].status == IBV_WC_SUCCESS && wc[i].opcode == IBV_WC_RECV) post_recv(wc[i].wr_id);
+    if (n == 0) usleep(100);
+  }
 }
 
-TEST(DeadPeer, WritesIntoAKilledTargetFailWithRetryExceededThenFlush) {
+class DeadPeer : public ::testing::TestWithParam<ibv_wr_opcode> {};
+
+// The WR of the stream: 64 KiB for WRITE, READ and SEND, 8 bytes for atomics.
+ibv_send_wr StreamWr(ibv_wr_opcode op, uint64_t id, ibv_sge* sg, const Remote& target) {
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.opcode = op;
+  wr.sg_list = sg;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  const uint64_t remote = target.addr + (id % 16) * kWriteBytes;
+  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+    wr.wr.atomic.remote_addr = remote;
+    wr.wr.atomic.rkey = target.rkey;
+    wr.wr.atomic.compare_add = 1;
+    wr.wr.atomic.swap = id;
+  } else if (op != IBV_WR_SEND) {
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = target.rkey;
+  }
+  return wr;
+}
+
+TEST_P(DeadPeer, KilledTargetFailsWithRetryExceededThenFlush) {
+  const ibv_wr_opcode op = GetParam();
+  const bool atomic = op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP;
   Child child = ForkChild(ChildTarget);
   ASSERT_GT(child.pid, 0);
   ibv_context* ctx = OpenSoftrdma();
@@ -66,9 +113,9 @@ TEST(DeadPeer, WritesIntoAKilledTargetFailWithRetryExceededThenFlush) {
   std::vector<uint8_t> src(kWriteBytes, 0x6b);
   ibv_mr* mr = ibv_reg_mr(pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr);
-  ibv_sge sg{reinterpret_cast<uintptr_t>(src.data()), kWriteBytes, mr->lkey};
+  ibv_sge sg{reinterpret_cast<uintptr_t>(src.data()), atomic ? 8 : kWriteBytes, mr->lkey};
 
-  // Keeps 8 WRITEs outstanding; kills the target after 200 completions and
+  // Keeps 8 WQEs outstanding; kills the target after 200 completions and
   // goes on for 1.5 s.
   const uint64_t bound_ms = (4096ull << p.timeout) * (p.retry_cnt + 1) / 1000000 + 1;
   std::map<uint64_t, uint64_t> posted_at;  // wr_id -> ms
@@ -76,14 +123,7 @@ TEST(DeadPeer, WritesIntoAKilledTargetFailWithRetryExceededThenFlush) {
   uint64_t next_id = 1, kill_ms = 0;
   while (kill_ms == 0 || NowMs() < kill_ms + 1500) {
     while (posted_at.size() < 8) {
-      ibv_send_wr wr{};
-      wr.wr_id = next_id;
-      wr.opcode = IBV_WR_RDMA_WRITE;
-      wr.sg_list = &sg;
-      wr.num_sge = 1;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.wr.rdma.remote_addr = target.addr + (next_id % 16) * kWriteBytes;
-      wr.wr.rdma.rkey = target.rkey;
+      ibv_send_wr wr = StreamWr(op, next_id, &sg, target);
       ibv_send_wr* bad = nullptr;
       ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
       posted_at[next_id++] = NowMs();
@@ -118,8 +158,8 @@ TEST(DeadPeer, WritesIntoAKilledTargetFailWithRetryExceededThenFlush) {
       break;
     }
   }
-  ASSERT_LT(first_error, done.size()) << "no WRITE failed after the target was killed";
-  EXPECT_GE(first_error, 200u) << "a WRITE failed before the kill";
+  ASSERT_LT(first_error, done.size()) << "no WQE failed after the target was killed";
+  EXPECT_GE(first_error, 200u) << "a WQE failed before the kill";
   EXPECT_EQ(done[first_error].status, IBV_WC_RETRY_EXC_ERR)
       << ibv_wc_status_str(done[first_error].status);
   for (size_t i = first_error + 1; i < done.size(); ++i)
@@ -138,6 +178,25 @@ TEST(DeadPeer, WritesIntoAKilledTargetFailWithRetryExceededThenFlush) {
   close(child.from_child);
   close(child.to_child);
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryOperation, DeadPeer,
+                         ::testing::Values(IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
+                                           IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_CMP_AND_SWP,
+                                           IBV_WR_SEND),
+                         [](const ::testing::TestParamInfo<ibv_wr_opcode>& info) {
+                           switch (info.param) {
+                             case IBV_WR_RDMA_WRITE:
+                               return std::string("Write");
+                             case IBV_WR_RDMA_READ:
+                               return std::string("Read");
+                             case IBV_WR_ATOMIC_FETCH_AND_ADD:
+                               return std::string("FetchAdd");
+                             case IBV_WR_ATOMIC_CMP_AND_SWP:
+                               return std::string("CompareSwap");
+                             default:
+                               return std::string("Send");
+                           }
+                         });
 
 }  // namespace
 }  // namespace softrdma::test

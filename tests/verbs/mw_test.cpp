@@ -232,6 +232,38 @@ TEST_F(Mw, Type2BindThroughPostSend) {
   EXPECT_EQ(Bind2(b, cq_b, w, ibv_inc_rkey(key), tmr, 0, 64, kWinRw), IBV_WC_MW_BIND_ERR);
 }
 
+// IBV_ACCESS_ZERO_BASED: the window is addressed from 0 (offsets into it),
+// as rxe binds type 2 windows; its MR's own addresses are outside it.
+TEST_F(Mw, Type2ZeroBasedWindowIsAddressedFromZero) {
+  ibv_mw* w = Alloc(IBV_MW_TYPE_2);
+  ASSERT_NE(w, nullptr);
+  const uint32_t key = ibv_inc_rkey(w->rkey);
+  ASSERT_EQ(Bind2(b, cq_b, w, key, tmr, 1000, 512, kWinRw | IBV_ACCESS_ZERO_BASED), IBV_WC_SUCCESS);
+  Pattern(0, 100, 33);
+  ASSERT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_WRITE, 0, 12, 100, key), IBV_WC_SUCCESS);
+  EXPECT_TRUE(std::equal(local.begin(), local.begin() + 100, target.begin() + 1012));
+  ASSERT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_READ, 2000, 0, 512, key), IBV_WC_SUCCESS);
+  EXPECT_TRUE(std::equal(local.begin() + 2000, local.begin() + 2512, target.begin() + 1000));
+  // The last byte is 511; the MR's address of the window's first byte is
+  // not an address of the window.
+  EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_READ, 0, 500, 13, key), IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(Mw, Type2ZeroBasedWindowRefusesTheMrAddresses) {
+  ibv_mw* w = Alloc(IBV_MW_TYPE_2);
+  const uint32_t key = ibv_inc_rkey(w->rkey);
+  ASSERT_EQ(Bind2(b, cq_b, w, key, tmr, 1000, 512, kWinRw | IBV_ACCESS_ZERO_BASED), IBV_WC_SUCCESS);
+  EXPECT_EQ(Rdma(a, cq_a, IBV_WR_RDMA_READ, 0, Addr(1000), 8, key), IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(Mw, Type1ZeroBasedBindIsRefused) {
+  ibv_mw* w = Alloc(IBV_MW_TYPE_1);
+  ASSERT_NE(w, nullptr);
+  int st = -1;
+  EXPECT_EQ(Bind1(w, tmr, 0, 64, kWinRw | IBV_ACCESS_ZERO_BASED, &st), EINVAL);
+  EXPECT_EQ(State(b), IBV_QPS_RTS);  // refused before posting: the QP is untouched
+}
+
 TEST_F(Mw, Type2KeyMustNameTheWindow) {
   ibv_mw* w = Alloc(IBV_MW_TYPE_2);
   const uint32_t other_index = ((w->rkey >> 8) ^ 1) << 8 | 0x42;
