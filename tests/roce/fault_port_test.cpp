@@ -110,6 +110,17 @@ TEST(FaultPort, DropOnSendOrOnReceive) {
   }
 }
 
+TEST(FaultPort, SparedAcksAreNeverDropped) {
+  for (bool on_send : {true, false}) {
+    FaultOptions o;
+    (on_send ? o.send : o.receive).drop = 1.0;
+    o.spare_acks = true;
+    Harness h{o};
+    h.SendNumbers(0x10, 3);  // 0x10 (READ response middle), 0x11 (ACKNOWLEDGE), 0x12
+    EXPECT_EQ(h.ReceiveAll(), (std::vector<uint8_t>{0x11}));
+  }
+}
+
 TEST(FaultPort, DuplicateOnSendOrOnReceive) {
   for (bool on_send : {true, false}) {
     FaultOptions o;
@@ -189,12 +200,14 @@ TEST(FaultPort, OptionsFromTheEnvironment) {
   setenv("SOFTRDMA_ROCE_FAULT_RECV_REORDER", "10%", 1);
   setenv("SOFTRDMA_ROCE_FAULT_DELAY_US", "250", 1);
   setenv("SOFTRDMA_ROCE_FAULT_SEED", "9", 1);
+  setenv("SOFTRDMA_ROCE_FAULT_SPARE_ACKS", "1", 1);
   FaultOptions o;
   ASSERT_TRUE(FaultOptionsFromEnv(&o).ok());
   EXPECT_DOUBLE_EQ(o.send.drop, 0.05);
   EXPECT_DOUBLE_EQ(o.receive.reorder, 0.10);
   EXPECT_EQ(o.delay_us, 250u);
   EXPECT_EQ(o.seed, 9u);
+  EXPECT_TRUE(o.spare_acks);
   EXPECT_TRUE(o.any());
   setenv("SOFTRDMA_ROCE_FAULT_RECV_DUP", "1.5", 1);
   const Status bad = FaultOptionsFromEnv(&o);
@@ -202,9 +215,9 @@ TEST(FaultPort, OptionsFromTheEnvironment) {
   EXPECT_NE(bad.message().find("SOFTRDMA_ROCE_FAULT_RECV_DUP"), std::string::npos);
   setenv("SOFTRDMA_ROCE_FAULT_RECV_DUP", "x", 1);
   EXPECT_EQ(FaultOptionsFromEnv(&o).code(), EINVAL);
-  for (const char* name :
-       {"SOFTRDMA_ROCE_FAULT_SEND_DROP", "SOFTRDMA_ROCE_FAULT_RECV_REORDER",
-        "SOFTRDMA_ROCE_FAULT_DELAY_US", "SOFTRDMA_ROCE_FAULT_SEED", "SOFTRDMA_ROCE_FAULT_RECV_DUP"})
+  for (const char* name : {"SOFTRDMA_ROCE_FAULT_SEND_DROP", "SOFTRDMA_ROCE_FAULT_RECV_REORDER",
+                           "SOFTRDMA_ROCE_FAULT_DELAY_US", "SOFTRDMA_ROCE_FAULT_SEED",
+                           "SOFTRDMA_ROCE_FAULT_RECV_DUP", "SOFTRDMA_ROCE_FAULT_SPARE_ACKS"})
     unsetenv(name);
   std::unique_ptr<PacketPort> plain = std::make_unique<LoopPort>();
   PacketPort* before = plain.get();

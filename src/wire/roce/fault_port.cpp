@@ -67,6 +67,9 @@ Status FaultOptionsFromEnv(FaultOptions* out) {
     return s;
   o.delay_us = uint32_t(delay_us);
   if (Status s = ReadUnsigned("SOFTRDMA_ROCE_FAULT_SEED", UINT64_MAX, &o.seed); !s.ok()) return s;
+  uint64_t spare_acks = 0;
+  if (Status s = ReadUnsigned("SOFTRDMA_ROCE_FAULT_SPARE_ACKS", 1, &spare_acks); !s.ok()) return s;
+  o.spare_acks = spare_acks != 0;
   *out = o;
   return Status::Ok();
 }
@@ -86,14 +89,15 @@ FaultInjectingPort::FaultInjectingPort(std::unique_ptr<PacketPort> inner,
       receive_rng_(options.seed ^ 0x9e3779b97f4a7c15ull) {}
 
 FaultInjectingPort::Fate FaultInjectingPort::Draw(const FaultRates& rates, std::mt19937_64& rng,
-                                                  FaultCounters& counters, bool* duplicate) {
+                                                  FaultCounters& counters, bool may_drop,
+                                                  bool* duplicate) {
   *duplicate = false;
   // One draw per fault, always all four, so one rate does not shift the
   // choices another makes from the same seed.
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   const double drop = uniform(rng), delay = uniform(rng), reorder = uniform(rng),
                dup = uniform(rng);
-  if (drop < rates.drop) {
+  if (may_drop && drop < rates.drop) {
     ++counters.dropped;
     return Fate::kDrop;
   }
@@ -188,7 +192,10 @@ int FaultInjectingPort::Send(const OutDatagram* datagrams, int n) {
   released.reserve(send_reordered_.size() + size_t(n));
   for (int i = 0; i < n; ++i) {
     bool duplicate = false;
-    switch (Draw(options_.send, send_rng_, send_counters_, &duplicate)) {
+    const iovec& head = datagrams[i].parts[0];
+    const bool may_drop = !(datagrams[i].nparts > 0 &&
+                            Spared(static_cast<const uint8_t*>(head.iov_base), head.iov_len));
+    switch (Draw(options_.send, send_rng_, send_counters_, may_drop, &duplicate)) {
       case Fate::kDrop:
         continue;
       case Fate::kDelay:
@@ -255,7 +262,8 @@ int FaultInjectingPort::Poll(const DatagramSink& sink, int max) {
   };
   auto filter = [&](const InDatagram& d) {
     bool duplicate = false;
-    switch (Draw(options_.receive, receive_rng_, receive_counters_, &duplicate)) {
+    switch (Draw(options_.receive, receive_rng_, receive_counters_, !Spared(d.data, d.len),
+                 &duplicate)) {
       case Fate::kDrop:
         return;
       case Fate::kDelay:

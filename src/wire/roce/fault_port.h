@@ -34,12 +34,17 @@ struct FaultOptions {
   FaultRates send, receive;
   uint32_t delay_us = 1000;
   uint64_t seed = 1;
+  // Never drop an RC ACKNOWLEDGE (opcode 0x11, ACKs and NAKs): for tests with
+  // programs that destroy their QP as soon as their last message completed,
+  // whose peer then cannot recover a lost last ACK (as on any network).
+  bool spare_acks = false;
   bool any() const { return send.any() || receive.any(); }
 };
 
 // Reads SOFTRDMA_ROCE_FAULT_{SEND,RECV}_{DROP,DUP,REORDER,DELAY} (a
-// probability: "0.05" or "5%"), SOFTRDMA_ROCE_FAULT_DELAY_US and
-// SOFTRDMA_ROCE_FAULT_SEED (docs/configuration.md). EINVAL names the variable
+// probability: "0.05" or "5%"), SOFTRDMA_ROCE_FAULT_DELAY_US,
+// SOFTRDMA_ROCE_FAULT_SEED and SOFTRDMA_ROCE_FAULT_SPARE_ACKS (0 or 1)
+// (docs/configuration.md). EINVAL names the variable
 // whose value is not a number in range.
 Status FaultOptionsFromEnv(FaultOptions* out);
 
@@ -81,8 +86,13 @@ class FaultInjectingPort : public PacketPort {
     std::vector<uint8_t> bytes;
   };
   enum class Fate { kPass, kDrop, kDelay, kReorder };
+  // `may_drop` false: an ACK spared from drops (the draws are made anyway,
+  // so sparing ACKs does not shift the other choices).
   static Fate Draw(const FaultRates& rates, std::mt19937_64& rng, FaultCounters& counters,
-                   bool* duplicate);
+                   bool may_drop, bool* duplicate);
+  bool Spared(const uint8_t* first_byte, size_t length) const {
+    return options_.spare_acks && length > 0 && *first_byte == 0x11;
+  }
   static Held CopyOut(const OutDatagram& d, Clock::time_point due);
   static OutDatagram View(const Held& h);
   void Hold(std::deque<Held>& queue, Held held, FaultCounters& counters);
