@@ -29,7 +29,7 @@ tcp_port=$((20000 + $$ % 20000))
 sr_on_bg b env LD_LIBRARY_PATH="$libdir" timeout 30 ibv_rc_pingpong -g 0 -s 65536 -n $iters -p $tcp_port \
   >"$SR_DIR/server.out" 2>&1
 server=$SR_PID
-sleep 0.3
+sr_wait_tcp_port b $tcp_port
 sr_on a env LD_LIBRARY_PATH="$libdir" timeout 30 ibv_rc_pingpong -g 0 -s 65536 -n $iters -p $tcp_port \
   "$(sr_ipv4 b)" || sr_fail "ibv_rc_pingpong client"
 sr_wait "$server" || sr_fail "ibv_rc_pingpong server: $(cat "$SR_DIR/server.out")"

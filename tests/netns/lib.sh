@@ -155,3 +155,15 @@ sr_wait_udp_port() {
   done
   sr_fail "no UDP socket on port $port on host $h after 5 s"
 }
+
+# Waits up to 10 s until host h listens on TCP port $2 (the out-of-band
+# exchange of ibv_*_pingpong and perftest servers): a client started earlier
+# fails at once with "Couldn't connect".
+sr_wait_tcp_port() {
+  local h=$1 port=$2 i
+  for ((i = 0; i < 200; i++)); do
+    if sr_on "$h" ss -Hltn "sport = :$port" | grep -q .; then return 0; fi
+    sleep 0.05
+  done
+  sr_fail "nothing listens on TCP port $port on host $h after 10 s"
+}

@@ -34,7 +34,7 @@ tcp_port=$((20000 + $$ % 20000))
 sr_on_bg b env LD_LIBRARY_PATH="$libdir" timeout 100 ibv_rc_pingpong -g 0 -s $size -n $iters --chk \
   -p $tcp_port >"$SR_DIR/server.out" 2>&1
 server=$SR_PID
-sleep 0.3
+sr_wait_tcp_port b $tcp_port
 start=$(date +%s%N)
 sr_on a env LD_LIBRARY_PATH="$libdir" timeout 100 ibv_rc_pingpong -g 0 -s $size -n $iters --chk \
   -p $tcp_port "$(sr_ipv4 b)" >"$SR_DIR/client.out" 2>&1 || {

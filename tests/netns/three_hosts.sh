@@ -17,7 +17,9 @@ for server in b c a; do
     -p $tcp_port >"$SR_DIR/server-$server.out" 2>&1
   servers+=("$SR_PID")
 done
-sleep 0.5
+for server in b c a; do
+  sr_wait_tcp_port "$server" $tcp_port
+done
 clients=()
 declare -A target=([a]=b [b]=c [c]=a)
 for client in a b c; do

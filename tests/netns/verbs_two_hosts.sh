@@ -23,7 +23,7 @@ pair() {
   sr_on_bg b env LD_LIBRARY_PATH="$libdir" timeout 30 "$@" "$port_option" "$tcp_port" \
     >"$SR_DIR/server.out" 2>&1
   local server=$SR_PID client_status=0 server_status=0
-  sleep 0.3
+  sr_wait_tcp_port b "$tcp_port"
   sr_on a env LD_LIBRARY_PATH="$libdir" timeout 30 "$@" "$port_option" "$tcp_port" "$(sr_ipv4 b)" \
     >"$SR_DIR/client.out" 2>&1 || client_status=$?
   sr_wait "$server" || server_status=$?
