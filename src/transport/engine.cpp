@@ -29,12 +29,16 @@ constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
 // would ignore. Peers of different versions must not talk to each other.
 constexpr uint32_t kSegmentVersion = 3;
 constexpr size_t kHeaderBytes = 4096;
-// While the application polls, the progress thread looks in this often
-// (windows: see "The progress thread's states" above ThreadMain) ...
+// While the application polls, the progress thread looks in once per window
+// (see "The progress thread's states" above ThreadMain): the first window of
+// a watch is this long ...
 constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
-// ... and this long again when ACKs are held back, to see whether it still
-// polls (a busy-polling application polls every few tens of nanoseconds).
-constexpr uint64_t kAppStillPollingNs = 50000;  // 50 us
+// ... and each window in which the application polled and left nothing for
+// the thread doubles the next, up to this. Every look is a wake-up, and on a
+// host whose cores all run busy-polling applications a wake-up preempts one
+// of them (ib_send_lat -s 64, two processes on two vCPUs: ~4,000 wake-ups a
+// second per process with 1 ms windows and a 50 us second look).
+constexpr uint64_t kAppPollingMaxTickNs = 4000000;  // 4 ms
 // How long a committed record may wait at the head of the ring of a polling
 // application before the thread concludes that it was left for it. A
 // busy-polling application drains within a poll, well under a microsecond
@@ -713,10 +717,13 @@ void Engine::ApplicationMayBlock() {
 // Every window the watcher checks the retransmit timers (every kTimerTickNs)
 // and whether the application still polls (app_polls_ moved). When it
 // stopped, or may block (app_may_block_), the watch ends and the thread takes
-// the ring over (kRunning, then kSleeping*). ACKs held back (DeferAcks)
-// shorten the next window to kAppStillPollingNs, so that they wait about one
-// window at most after the application stopped polling. A watch that ended
-// on a record left for the thread resumes after the drain in the same window.
+// the ring over (kRunning, then kSleeping*). Otherwise the thread sends the
+// ACKs held back (DeferAcks), so that they wait one window at most after the
+// application stopped polling, and doubles the next window (up to
+// kAppPollingMaxTickNs): a busy-polling application is interrupted a few
+// hundred times a second, not thousands. A watch that ended on a record left
+// for the thread resumes after the drain in the same window, shortened to
+// kAppPollingTickNs again.
 void Engine::StartWatchWindow(AppWatch* watch, uint64_t polls, uint64_t now) {
   watch->seen_polls = polls;
   watch->window_start = now;
@@ -734,6 +741,9 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
   uint64_t timed_pos = 0, timed_since = 0;
   bool slept_on_ring = false;  // announced, with nothing ready at slept_pos
   uint64_t slept_pos = 0;
+  // Quiet: the application drained a record we timed in this window.
+  bool app_drained_timed = false;
+  uint64_t window_seen = watch->window_start;
   for (;;) {
     // Taken before the checks: a Wake() after them ends the wait below.
     const uint32_t word = ring_->PrepareToWait();
@@ -759,9 +769,26 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
       break;
     }
     slept_on_ring = false;
+    if (watch->window_start != window_seen) {
+      window_seen = watch->window_start;
+      app_drained_timed = false;
+    }
     if (head == shm::Ring::HeadState::kEmpty) {
       timing = false;
-    } else if (!timing || pos != timed_pos || ready != timed_ready) {
+    } else if (timing && pos == timed_pos) {
+      if (ready != timed_ready) {  // its commit came: the grace starts now
+        timed_ready = ready;
+        timed_since = now;
+      }
+    } else if (timing && !watch->on_ring) {
+      // The application drained the record we timed: it drains by itself.
+      // Quiet, we look again next window; timing every record that happens
+      // to be at the head when we look (a ping-pong has one there about
+      // half the time) would wake us every grace, preempting the
+      // application on a host whose cores it keeps busy.
+      timing = false;
+      app_drained_timed = true;
+    } else if (!app_drained_timed || watch->on_ring) {
       timing = true;
       timed_ready = ready;
       timed_pos = pos;
@@ -789,6 +816,7 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
   }
   thread_state_.store(kRunning, std::memory_order_relaxed);
   if (end == WatchEnd::kRecordLeft) {
+    watch->window = kAppPollingTickNs;  // the application may not look again soon
     if (!watch->on_ring) watch->on_ring = !OnOneCpu();
     watch->app_drains = 0;
   }
@@ -820,12 +848,14 @@ bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
   const uint64_t polls = app_polls_.load(std::memory_order_relaxed);
   if (polls == watch->seen_polls) return false;
   // ACKs held back for a reply (DeferAcks) may wait for an application that
-  // polled during this window but stopped since: a second, short window
-  // tells, so that they wait about one window at most.
-  const bool recheck =
-      acks_deferred_.load(std::memory_order_relaxed) && watch->window == kAppPollingTickNs;
+  // polled during this window but stopped since: send them now (one ACK
+  // record a window at most where a reply would have carried it), so that
+  // they wait one window at most. Not if the application drains meanwhile:
+  // it sends or defers them itself.
+  FlushDeferredAcks();
+  const uint64_t window = std::min(watch->window * 2, kAppPollingMaxTickNs);
   StartWatchWindow(watch, polls, now);
-  if (recheck) watch->window = kAppStillPollingNs;
+  watch->window = window;
   return true;
 }
 
