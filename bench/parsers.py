@@ -143,6 +143,39 @@ def parse_ucx(text, size):
     }]
 
 
+# ------------------------------------------------------------------ rdma-core pingpong
+
+_PINGPONG = re.compile(r"^\s*(\d+) iters in ([0-9.]+) seconds = ([0-9.]+) usec/iter")
+
+
+def parse_pingpong(text, size):
+    """ibv_rc_pingpong / ibv_ud_pingpong (rdma-core's examples): "N iters in S seconds =
+    U usec/iter". One iteration is a whole round trip (a message each way); the time is
+    the average over the run, reported as lat_avg_us and lat_typical_us."""
+    for line in text.splitlines():
+        m = _PINGPONG.match(line)
+        if m:
+            per_iter = float(m.group(3))
+            return [{"size": int(size), "iterations": int(m.group(1)),
+                     "lat_typical_us": per_iter, "lat_avg_us": per_iter}]
+    raise ParseError("no pingpong result: " + error_summary(text))
+
+
+def parse_histogram(text):
+    """perftest -H's "#, usec" lines ("i, latency"): the latencies in microseconds, in the
+    order printed (sorted unless -U)."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(",")
+        if len(parts) == 2:
+            try:
+                int(parts[0])
+                out.append(float(parts[1]))
+            except ValueError:
+                continue
+    return out
+
+
 # ------------------------------------------------------------------ qperf
 
 _QPERF_TIME = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "s": 1e6}
@@ -347,4 +380,8 @@ def parse(suite, text, size):
         return parse_qperf(text, size)
     if suite == "idle":
         return parse_idle(text)
+    if suite == "apps":  # rdma-core's pingpongs, or perftest (ib_send_lat -e)
+        return parse_pingpong(text, size) if "iters in" in text else parse_perftest(text)
+    if suite == "cdf":  # ucx_perftest -R (one percentile), or perftest -H's summary
+        return parse_ucx(text, size) if "percentile_lat" in text else parse_perftest(text)
     raise ParseError("unknown suite " + suite)

@@ -44,6 +44,28 @@ TARGETS = [
     ("ib_write_bw 8 B msg/s vs UCX tag_bw 8 B msg/s", ("perftest", "ib_write_bw", 8),
      ("ucx", "tag_bw", 8), "msg_rate", 1.0, ">="),
 ]
+# What applications see (issue 15): message rate of small SENDs, average and tail latency,
+# the one-CQ ping-pong of rdma-core's examples, blocking waits. Entries may name the
+# reference's metric and a factor it is multiplied by:
+# (name, softrdma key, reference key, metric, goal, op, reference metric, factor).
+APP_TARGETS = [
+    ("ib_send_bw 8 B msg/s vs UCX tag_bw 8 B msg/s", ("perftest", "ib_send_bw", 8),
+     ("ucx", "tag_bw", 8), "msg_rate", 1.0, ">="),
+    ("ib_send_bw 64 B msg/s vs UCX tag_bw 64 B msg/s", ("perftest", "ib_send_bw", 64),
+     ("ucx", "tag_bw", 64), "msg_rate", 1.0, ">="),
+    ("ib_send_lat 64 B average vs UCX tag_lat 64 B average", ("perftest", "ib_send_lat", 64),
+     ("ucx", "tag_lat", 64), "lat_avg_us", 1.0, "<="),
+    ("ib_send_lat 64 B 99th percentile vs its own median", ("perftest", "ib_send_lat", 64),
+     ("perftest", "ib_send_lat", 64), "lat_p99_us", 3.0, "<=", "lat_typical_us", 1.0),
+    ("ibv_rc_pingpong 1 KiB per iteration vs 2 × UCX tag_lat 1 KiB average",
+     ("apps", "ibv_rc_pingpong", 1024), ("ucx", "tag_lat", 1024), "lat_avg_us", 1.5, "<=",
+     "lat_avg_us", 2.0),
+    ("ibv_ud_pingpong 1 KiB per iteration vs 2 × UCX tag_lat 1 KiB average",
+     ("apps", "ibv_ud_pingpong", 1024), ("ucx", "tag_lat", 1024), "lat_avg_us", 1.5, "<=",
+     "lat_avg_us", 2.0),
+    ("ib_send_lat -e 8 B average vs qperf tcp_lat 8 B", ("apps", "ib_send_lat_events", 8),
+     ("tcp", "tcp_lat", 8), "lat_avg_us", 1.0, "<="),
+]
 IDLE_CPU_GOAL_PCT = 1.0
 # Machine state: run.sh measures the cross-core cache-line round trip just before and after
 # every latency measurement (runs.tsv rtt_before_ns / rtt_after_ns). Medians of two sides
@@ -246,21 +268,25 @@ def machine_states(soft, ref):
     return soft, ref, differ
 
 
-def evaluate_targets(res):
+def evaluate_targets(res, targets=None):
     """Rows: (name, pinned, metric, soft Stats|None, ref Stats|None, ratio|None, goal text,
     verdict, note, state), state None for targets that are not latencies, else
-    machine_states() of the two sides."""
+    machine_states() of the two sides. `targets`: TARGETS (and the idle row) by default."""
     rows = []
+    main_list = targets is None
     for pinned in (False, True):
-        for name, soft_key, ref_key, metric, goal, op in TARGETS:
+        for entry in (TARGETS if main_list else targets):
+            name, soft_key, ref_key, metric, goal, op = entry[:6]
+            ref_metric = entry[6] if len(entry) > 6 else metric
+            factor = entry[7] if len(entry) > 7 else 1.0
             soft_pinned = pinned
             ref_pinned = pinned and ref_key[0] != "limits"
             soft = res.stats(*soft_key, metric, pinned=soft_pinned)
-            ref = res.stats(*ref_key, metric, pinned=ref_pinned)
+            ref = res.stats(*ref_key, ref_metric, pinned=ref_pinned)
             ratio = None
             note = ""
             if soft and ref and ref.median > 0:
-                ratio = soft.median / ref.median
+                ratio = soft.median / (ref.median * factor)
                 ok = ratio <= goal if op == "<=" else ratio >= goal
                 verdict = "PASS" if ok else "FAIL"
             else:
@@ -276,6 +302,8 @@ def evaluate_targets(res):
                     res.stats(*ref_key, "machine_rtt_ns", pinned=ref_pinned))
             rows.append((name, pinned, metric, soft, ref, ratio, "%s %g×" % (op, goal), verdict,
                          note, state))
+    if not main_list:
+        return rows
     idle = res.stats("idle", "idle_cpu", 0, "cpu_pct")
     if idle:
         verdict = "PASS" if idle.median <= IDLE_CPU_GOAL_PCT else "FAIL"
@@ -296,7 +324,7 @@ def metric_cell(stats, metric):
         return stats.cell(1e-9) + " GB/s"
     if metric == "msg_rate":
         return stats.cell(1e-6) + " M/s"
-    if metric == "lat_typical_us":
+    if metric.startswith("lat_"):
         return stats.cell() + " µs"
     if metric == "cpu_pct":
         return stats.cell() + " %"
@@ -606,6 +634,99 @@ def callgrind_section(res, cg):
     return md
 
 
+def targets_table(targets):
+    md = ["| target | pinned | softrdma | reference | ratio | goal | result | "
+          "cache-line RTT [ns] softrdma / reference |",
+          "|---|---|---:|---:|---:|---|---|---|"]
+    for name, pinned, metric, soft, ref, ratio, goal, verdict, note, state in targets:
+        md.append("| %s | %s | %s | %s | %s | %s | **%s**%s | %s |" % (
+            name, "yes" if pinned else "no", metric_cell(soft, metric),
+            metric_cell(ref, metric) if ref else "–",
+            ("%.2f×" % ratio) if ratio is not None else "–", goal, verdict,
+            (" (%s)" % shorten(note.replace("|", "/"), 160)) if note else "", state_cell(state)))
+    return md
+
+
+# (label, suite, test, size) of the latency rows whose tails the report shows.
+TAIL_ROWS = [
+    ("softrdma ib_send_lat", "perftest", "ib_send_lat", 8),
+    ("softrdma ib_send_lat", "perftest", "ib_send_lat", 64),
+    ("UCX tag_lat", "ucx", "tag_lat", 8),
+    ("UCX tag_lat", "ucx", "tag_lat", 64),
+    ("UCX tag_lat", "ucx", "tag_lat", 1024),
+    ("softrdma ib_write_lat", "perftest", "ib_write_lat", 8),
+    ("softrdma ib_send_lat -e", "apps", "ib_send_lat_events", 8),
+    ("softrdma ibv_rc_pingpong (round trip)", "apps", "ibv_rc_pingpong", 1024),
+    ("softrdma ibv_ud_pingpong (round trip)", "apps", "ibv_ud_pingpong", 1024),
+    ("TCP loopback tcp_lat", "tcp", "tcp_lat", 8),
+]
+
+
+def tails_section(res):
+    """Median, average, 99th and 99.9th percentile of the latency rows, unpinned and pinned."""
+    md = ["Latency, median / average / 99th / 99.9th percentile [µs] (each the median over the "
+          "repetitions; UCX prints no percentiles but its median, see the CDF plot; the "
+          "pingpongs only an average per run):", "",
+          "| measurement | size | pinned | median | average | p99 | p99.9 | p99 / median |",
+          "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for label, suite, test, size in TAIL_ROWS:
+        for pinned in (False, True):
+            cells = []
+            for m in ("lat_typical_us", "lat_avg_us", "lat_p99_us", "lat_p999_us"):
+                st = res.stats(suite, test, size, m, pinned)
+                cells.append(fmt(st.median) if st else "–")
+            med = res.stats(suite, test, size, "lat_typical_us", pinned)
+            p99 = res.stats(suite, test, size, "lat_p99_us", pinned)
+            if not med:
+                continue
+            tail = "%.1f×" % (p99.median / med.median) if p99 and med.median > 0 else "–"
+            md.append("| %s | %s | %s | %s | %s |" % (label, human_size(size),
+                                                      "yes" if pinned else "no",
+                                                      " | ".join(cells), tail))
+    md.append("")
+    return md
+
+
+def cdf_data(res):
+    """(softrdma latencies sorted, [(rank %, UCX latency)]) for the CDF plot; None if absent."""
+    soft = []
+    path = os.path.join(res.out, "raw", "cdf-ib_send_lat-64-p0-r0.hist.txt.gz")
+    if os.path.exists(path):
+        with gzip.open(path, "rt", errors="replace") as f:
+            soft = sorted(parsers.parse_histogram(f.read()))
+    ucx = []
+    for (suite, test, size, pinned), metrics in res.data.items():
+        if suite == "cdf" and test.startswith("tag_lat_r") and not pinned and size == 64:
+            vals = metrics.get("lat_typical_us")
+            if vals:
+                ucx.append((float(test[len("tag_lat_r"):]), vals[0]))
+    return soft, sorted(ucx)
+
+
+def write_cdf_plot(res, out, plt):
+    soft, ucx = cdf_data(res)
+    if not soft and not ucx:
+        return ["no latency distribution measured (apps suite): no cdf.png"]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    if soft:
+        n = len(soft)
+        ax.plot(soft, [100.0 * (i + 1) / n for i in range(n)], "-",
+                label="softrdma ib_send_lat -s 64 (every iteration, %d)" % n)
+    if ucx:
+        ax.plot([v for _, v in ucx], [r for r, _ in ucx], "o",
+                label="UCX tag_lat 64 B (one percentile per run, -R)")
+    ax.set_xscale("log")
+    ax.set_xlabel("one-way latency [µs] (half the round trip)")
+    ax.set_ylabel("iterations at or below [%]")
+    ax.set_title("Latency distribution, 64 B, unpinned")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "cdf.png"), dpi=110)
+    plt.close(fig)
+    return []
+
+
 def write_plots(res, out):
     """latency.png and bandwidth.png; returns a list of notes (e.g. matplotlib missing)."""
     try:
@@ -683,7 +804,7 @@ def write_plots(res, out):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "bandwidth.png"), dpi=110)
     plt.close(fig)
-    return []
+    return write_cdf_plot(res, out, plt)
 
 
 def main(argv):
@@ -693,6 +814,7 @@ def main(argv):
     out = argv[1]
     res = Results(out)
     targets = evaluate_targets(res)
+    app_targets = evaluate_targets(res, APP_TARGETS)
     notes = write_plots(res, out)
     repeat = res.meta.get("repeat", "?")
 
@@ -706,21 +828,28 @@ def main(argv):
     md.append("")
     md.append("## Targets")
     md.append("")
-    md.append("| target | pinned | softrdma | reference | ratio | goal | result | "
-              "cache-line RTT [ns] softrdma / reference |")
-    md.append("|---|---|---:|---:|---:|---|---|---|")
-    for name, pinned, metric, soft, ref, ratio, goal, verdict, note, state in targets:
-        md.append("| %s | %s | %s | %s | %s | %s | **%s**%s | %s |" % (
-            name, "yes" if pinned else "no", metric_cell(soft, metric),
-            metric_cell(ref, metric) if ref else ("–" if note or metric == "cpu_pct" else "–"),
-            ("%.2f×" % ratio) if ratio is not None else "–", goal, verdict,
-            (" (%s)" % shorten(note.replace("|", "/"), 160)) if note else "", state_cell(state)))
+    md += targets_table(targets)
     passed = sum(1 for t in targets if t[7] == "PASS")
     md.append("")
     md.append("%d of %d targets pass. Pinned: perftest and UCX server on CPU 0, client on CPU 1 "
               "(`taskset`); memcpy is single-threaded and unpinned." % (passed, len(targets)))
     md.append("")
-    md += state_section(res, targets)
+    md += state_section(res, targets + app_targets)
+
+    md.append("## What applications see (issue 15)")
+    md.append("")
+    md.append("Message rate of small SENDs, average and tail latency, the one-CQ ping-pong of "
+              "rdma-core's examples (`ibv_rc_pingpong`/`ibv_ud_pingpong -s 1024`, one iteration "
+              "= one round trip, averaged over the run) and blocking waits (`ib_send_lat -e`: "
+              "both sides sleep in the completion channel; qperf `tcp_lat`: kernel TCP, "
+              "blocking). Averages: perftest `t_avg`, UCX's overall latency, qperf's latency.")
+    md.append("")
+    md += targets_table(app_targets)
+    passed = sum(1 for t in app_targets if t[7] == "PASS")
+    md.append("")
+    md.append("%d of %d pass." % (passed, len(app_targets)))
+    md.append("")
+    md += tails_section(res)
 
     md.append("## Latency [µs]")
     md.append("")
@@ -770,10 +899,13 @@ def main(argv):
     md.append("")
     for n in notes:
         md.append("- " + n)
-    if not notes:
+    if not any("matplotlib" in n for n in notes):
         md.append("![latency](latency.png)")
         md.append("")
         md.append("![bandwidth](bandwidth.png)")
+        if os.path.exists(os.path.join(out, "cdf.png")):
+            md.append("")
+            md.append("![latency distribution](cdf.png)")
     md.append("")
 
     md.append("## Failed or unsupported measurements")
@@ -806,8 +938,11 @@ def main(argv):
     for suite, test, size, pinned, rep, msg in res.errors:
         agg["errors"].append({"suite": suite, "test": test, "size": size, "pinned": pinned,
                               "rep": rep, "error": msg})
-    for name, pinned, metric, soft, ref, ratio, goal, verdict, note, state in targets:
+    app_names = {t[0] for t in APP_TARGETS}
+    for name, pinned, metric, soft, ref, ratio, goal, verdict, note, state in (
+            targets + app_targets):
         agg["targets"].append({"target": name, "pinned": pinned, "metric": metric,
+                               "group": "apps" if name in app_names else "main",
                                "softrdma": soft.median if soft else None,
                                "reference": ref.median if ref else None, "ratio": ratio,
                                "goal": goal, "result": verdict, "note": note})

@@ -20,6 +20,13 @@
 #             -q 1; four ib_write_bw pairs at once (8 B and 64 KiB)
 #   callgrind instructions per iteration of the client of ib_send_lat, ib_write_lat and
 #             ib_write_bw -s 8 under valgrind --tool=callgrind (server native, pinned apart)
+#   apps      what applications see (issue 15), unpinned and pinned: ibv_rc_pingpong and
+#             ibv_ud_pingpong -s 1024 (per iteration), ib_send_lat -e -s 8 (blocking on the
+#             completion channel) against qperf tcp_lat 8 B, UCX tag_lat 1 KiB; and the latency
+#             distribution of ib_send_lat -s 64 (-H: every iteration) against UCX tag_lat 64 B
+#             percentiles (-R), drawn as a CDF. The message-rate and average-latency rows
+#             (ib_send_bw -s 8/-s 64 vs tag_bw, ib_send_lat -s 64 average and p99 vs tag_lat)
+#             come from the perftest and ucx suites, which run those sizes pinned as well.
 # then bench/report.py writes DIR/report.md and DIR/*.png. Raw outputs stay in DIR/raw,
 # one row per measurement in DIR/runs.tsv. A failed measurement is a row with its error;
 # the suite keeps going and exits 0 (a bench reports, it does not fail CI).
@@ -41,7 +48,7 @@
 #   --repeat N    repetitions of every measurement (default 3)
 #   --out DIR     results directory (default bench/results/<date>-<time>)
 #   --only LIST   comma-separated subset of: perftest,ucx,ucx_verbs,tcp,limits,idle,scale,
-#                 callgrind
+#                 callgrind,apps
 #   --lib DIR     directory holding softrdma's libibverbs.so.1 (default build/lib;
 #                 built with cmake when missing)
 # Environment: BENCH_JOBS (build parallelism, default 2), BENCH_TIMEOUT (seconds per
@@ -59,7 +66,7 @@ source "$HERE/ucx_verbs.sh"
 QUICK=0
 REPEAT=""
 OUT=""
-ONLY="perftest,ucx,ucx_verbs,tcp,limits,idle,scale,callgrind"
+ONLY="perftest,ucx,ucx_verbs,tcp,limits,idle,scale,callgrind,apps"
 LIB_DIR=""
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 while (($#)); do
@@ -118,8 +125,13 @@ clamp() {
 # round trips of each, short enough to add well under a second per measurement.
 STATE_RTT_ARGS=(--tests rtt --repeat 3 --rtt-iters 20000)
 # Pinned runs: the sizes the targets are evaluated at.
-PINNED_PERFTEST=("send_lat 8" "write_lat 8" "write_bw 8" "send_bw 65536" "write_bw 1048576" "read_bw 1048576")
-PINNED_UCX=("tag_lat 8" "tag_bw 8" "tag_bw 65536" "tag_bw 1048576")
+PINNED_PERFTEST=("send_lat 8" "write_lat 8" "write_bw 8" "send_bw 65536" "write_bw 1048576" "read_bw 1048576"
+  "send_bw 8" "send_bw 64" "send_lat 64")
+PINNED_UCX=("tag_lat 8" "tag_bw 8" "tag_bw 65536" "tag_bw 1048576" "tag_bw 64" "tag_lat 64")
+# apps: the ping-pong message size (and UCX tag_lat at it, unpinned and pinned), the
+# percentile ranks of UCX tag_lat 64 B drawn in the latency CDF.
+APP_PINGPONG_SIZE=1024
+CDF_UCX_RANKS=(1 10 25 50 75 90 95 99 99.9)
 # scale: QPs of one process, the queue sizes of each configuration ("label send_wr recv_wr"),
 # the message sizes of the -q 64 / four-pair perftest runs.
 SCALE_QPS=10000
@@ -459,6 +471,97 @@ run_ucx() {
   done
 }
 
+# pingpong_one TEST PINNED REP: ibv_rc_pingpong / ibv_ud_pingpong (rdma-core's examples,
+# one CQ for sends and receives) at APP_PINGPONG_SIZE.
+pingpong_one() {
+  local t=$1 pinned=$2 rep=$3 n
+  perftest_check
+  if ((!PERFTEST_HAVE)); then record_error apps "ibv_$t" "$APP_PINGPONG_SIZE" "$pinned" "$rep" "$PERFTEST_REASON"; return; fi
+  if ! command -v "ibv_$t" >/dev/null 2>&1; then
+    record_error apps "ibv_$t" "$APP_PINGPONG_SIZE" "$pinned" "$rep" "ibv_$t not installed (Debian: ibverbs-utils)"
+    return
+  fi
+  n=$( ((QUICK)) && echo 5000 || echo 50000)
+  PAIR_ENV=(LD_LIBRARY_PATH="$LIB_DIR")
+  SERVER_CMD=("ibv_$t" -d softrdma0 -g "$GID" -p @PORT@ -s "$APP_PINGPONG_SIZE" -n "$n")
+  CLIENT_CMD=("${SERVER_CMD[@]}" 127.0.0.1)
+  PAIR_RTT=1
+  run_pair apps "ibv_$t" "$APP_PINGPONG_SIZE" "$pinned" "$rep"
+  PAIR_RTT=0
+}
+
+# send_lat_events_one PINNED REP: ib_send_lat -e -s 8 (both sides block in the completion
+# channel), and qperf tcp_lat 8 B pinned alike (the tcp suite runs it unpinned).
+send_lat_events_one() {
+  local pinned=$1 rep=$2 n
+  perftest_check
+  if ((!PERFTEST_HAVE)); then
+    record_error apps ib_send_lat_events 8 "$pinned" "$rep" "$PERFTEST_REASON"
+  else
+    n=$( ((QUICK)) && echo 2000 || echo 20000)
+    PAIR_ENV=(LD_LIBRARY_PATH="$LIB_DIR")
+    SERVER_CMD=(ib_send_lat -d softrdma0 -x "$GID" -p @PORT@ -s 8 -n "$n" -F -e)
+    CLIENT_CMD=("${SERVER_CMD[@]}" 127.0.0.1)
+    PAIR_RTT=1
+    run_pair apps ib_send_lat_events 8 "$pinned" "$rep"
+    PAIR_RTT=0
+  fi
+  ((pinned)) || return 0
+  if ! command -v qperf >/dev/null 2>&1; then record_error tcp tcp_lat 8 1 "$rep" "qperf not installed"; return; fi
+  PAIR_ENV=()
+  SERVER_CMD=(qperf -lp @PORT@)
+  CLIENT_CMD=(qperf -lp @PORT@ -ip @PORT2@ -uu -t "$QPERF_TIME" -m 8 127.0.0.1 tcp_lat)
+  run_pair tcp tcp_lat 8 1 "$rep"
+}
+
+# The latency distribution of ib_send_lat -s 64 (every iteration, -H; the histogram goes to
+# raw/cdf-*.hist.txt.gz, the summary stays in the client file) and UCX tag_lat 64 B at
+# CDF_UCX_RANKS (ucx_perftest prints one percentile per run), unpinned, one repetition.
+run_cdf() {
+  local n hist cli rank
+  n=$(lat_iters 64)
+  perftest_check
+  if ((PERFTEST_HAVE)); then
+    PAIR_ENV=(LD_LIBRARY_PATH="$LIB_DIR")
+    SERVER_CMD=(ib_send_lat -d softrdma0 -x "$GID" -p @PORT@ -s 64 -n "$n" -F)
+    CLIENT_CMD=("${SERVER_CMD[@]}" -H 127.0.0.1)
+    run_pair cdf ib_send_lat 64 0 0
+    cli="$RAW/cdf-ib_send_lat-64-p0-r0.client.txt"
+    hist="$RAW/cdf-ib_send_lat-64-p0-r0.hist.txt"
+    if [[ -f "$cli" ]]; then
+      grep -E '^[0-9]+, [0-9.]+$' "$cli" >"$hist"
+      grep -vE '^[0-9]+, [0-9.]+$' "$cli" >"$cli.tmp" && mv "$cli.tmp" "$cli"
+      gzip -f "$hist"
+    fi
+  else
+    record_error cdf ib_send_lat 64 0 0 "$PERFTEST_REASON"
+  fi
+  for rank in "${CDF_UCX_RANKS[@]}"; do
+    if ! command -v ucx_perftest >/dev/null 2>&1; then
+      record_error cdf "tag_lat_r$rank" 64 0 0 "ucx_perftest not installed (Debian: ucx-utils)"
+      continue
+    fi
+    PAIR_ENV=("UCX_TLS=posix,cma")
+    SERVER_CMD=(ucx_perftest -p @PORT@)
+    CLIENT_CMD=(ucx_perftest 127.0.0.1 -p @PORT@ -t tag_lat -s 64 -n "$n" -w $((n / 10 + 1)) -v -R "$rank")
+    run_pair cdf "tag_lat_r$rank" 64 0 0
+  done
+}
+
+run_apps() {
+  local rep pinned
+  log "application patterns: ibv_{rc,ud}_pingpong -s $APP_PINGPONG_SIZE, ib_send_lat -e -s 8, qperf tcp_lat pinned, UCX tag_lat $APP_PINGPONG_SIZE B; latency CDF"
+  for rep in $(seq 0 $((REPEAT - 1))); do
+    for pinned in 0 1; do
+      pingpong_one rc_pingpong "$pinned" "$rep"
+      pingpong_one ud_pingpong "$pinned" "$rep"
+      send_lat_events_one "$pinned" "$rep"
+      ucx_one tag_lat "$APP_PINGPONG_SIZE" "$pinned" "$rep"
+    done
+  done
+  run_cdf
+}
+
 run_tcp() {
   local t size rep
   PAIR_ENV=()
@@ -776,6 +879,7 @@ want tcp && run_tcp
 want idle && run_idle
 want scale && run_scale
 want callgrind && run_callgrind
+want apps && run_apps
 
 echo "load_end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
 log "writing the report"

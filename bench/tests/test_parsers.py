@@ -149,6 +149,65 @@ class LimitsIdleTest(unittest.TestCase):
         self.assertAlmostEqual(row["cpu_pct"], 1.0)
 
 
+class AppsTest(unittest.TestCase):
+    def test_pingpong(self):
+        text = sample("ibv_rc_pingpong_1024_client.txt")
+        (row,) = parsers.parse_pingpong(text, 1024)
+        self.assertEqual(row, {"size": 1024, "iterations": 5000, "lat_typical_us": 8.41,
+                               "lat_avg_us": 8.41})
+        self.assertEqual(parsers.parse("apps", text, 1024), [row])
+        with self.assertRaises(parsers.ParseError):
+            parsers.parse_pingpong("Failed to modify QP to RTR\n", 1024)
+
+    def test_send_lat_events_is_perftest(self):
+        text = sample("perftest_ib_send_lat_client.txt")
+        self.assertEqual(parsers.parse("apps", text, 8), parsers.parse_perftest(text))
+
+    def test_histogram(self):
+        text = "#, usec\n1, 0.68\n2, 0.707143\n3, 6876.04\n 8 1000 0.5 1 2 3 4 5 6\n"
+        self.assertEqual(parsers.parse_histogram(text), [0.68, 0.707143, 6876.04])
+
+    def test_ucx_percentile_rank(self):
+        # ucx_perftest -R 99: the percentile column carries the rank asked for.
+        text = sample("ucx_tag_lat_64_r99_csv.txt")
+        (row,) = parsers.parse("cdf", text, 64)
+        self.assertEqual(row["lat_typical_us"], 0.809)
+        self.assertEqual(row["lat_avg_us"], 0.623)
+
+
+class AppTargetsTest(unittest.TestCase):
+    class FakeResults:
+        """res.stats() over a dict (suite, test, size, metric, pinned) -> values."""
+
+        def __init__(self, data):
+            self.data = data
+
+        def stats(self, suite, test, size, metric, pinned=False):
+            v = self.data.get((suite, test, size, metric, pinned))
+            return report.Stats(v) if v else None
+
+        def error_for(self, *args, **kwargs):
+            return None
+
+    def test_reference_metric_and_factor(self):
+        res = self.FakeResults({
+            ("apps", "ibv_rc_pingpong", 1024, "lat_avg_us", False): [3.0],
+            ("ucx", "tag_lat", 1024, "lat_avg_us", False): [1.0],
+            ("perftest", "ib_send_lat", 64, "lat_p99_us", False): [1.2],
+            ("perftest", "ib_send_lat", 64, "lat_typical_us", False): [0.5],
+        })
+        rows = {(r[0], r[1]): r for r in report.evaluate_targets(res, report.APP_TARGETS)}
+        rc = rows[("ibv_rc_pingpong 1 KiB per iteration vs 2 × UCX tag_lat 1 KiB average",
+                   False)]
+        self.assertAlmostEqual(rc[5], 1.5)  # 3.0 / (2 x 1.0)
+        self.assertEqual(rc[7], "PASS")
+        tail = rows[("ib_send_lat 64 B 99th percentile vs its own median", False)]
+        self.assertAlmostEqual(tail[5], 2.4)
+        self.assertEqual(tail[7], "PASS")
+        self.assertEqual(rows[("ib_send_bw 8 B msg/s vs UCX tag_bw 8 B msg/s", False)][7], "FAIL")
+        self.assertEqual(len(rows), 2 * len(report.APP_TARGETS))  # no idle row here
+
+
 class ScaleTest(unittest.TestCase):
     def test_scale_program(self):
         text = sample("scale_wr1.jsonl") + sample("scale_wr1.jsonl") + sample("scale_error.jsonl")
