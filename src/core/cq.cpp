@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "transport/engine.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -67,6 +68,8 @@ void Cq::NotifyLocked() {
   // a full pipe means the application stopped reading events altogether.
   if (write(channel_->write_fd, &self, sizeof self) != sizeof self)
     SOFTRDMA_LOG(kWarn, "completion channel full, event dropped");
+  else if (Engine* engine = Engine::Current())
+    engine->TokenWritten(channel_);  // its waiter may wait on the ring, not the pipe
 }
 
 int Cq::Arm(bool solicited_only) {

@@ -64,6 +64,11 @@ struct Mr {
 struct CompChannel {
   ibv_comp_channel ch;  // ch.fd = read end of a pipe of event tokens
   int write_fd = -1;
+  // The pipe's read end opened a second time, non-blocking (a file
+  // description of its own, so the application's blocking mode is
+  // untouched): ibv_get_cq_event reads tokens through it while it waits on
+  // the inbound ring (Engine::WaitForChannelEvent). -1: not available.
+  int nonblocking_fd = -1;
   std::atomic<int> users{0};  // CQs using it: destroy fails with EBUSY
   static CompChannel* From(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 };

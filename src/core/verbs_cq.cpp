@@ -1,5 +1,6 @@
 // Completion queues and completion channels.
 #include <cerrno>
+#include <string>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,6 +16,12 @@ namespace softrdma::verbs {
 namespace {
 bool ValidContext(ibv_context* c) {
   return c && c->device == Device::Get().verbs_device();
+}
+
+int ReturnEvent(Cq* which, ibv_cq** cq, void** cq_context) {
+  *cq = which->verbs();
+  *cq_context = which->verbs()->cq_context;
+  return 0;
 }
 }  // namespace
 
@@ -39,6 +46,10 @@ ibv_comp_channel* CreateCompChannel(ibv_context* context) {
   ch->ch.fd = fds[0];
   ch->ch.refcnt = 0;
   ch->write_fd = fds[1];
+  // Opening a pipe through /proc gives a new file description of it, whose
+  // O_NONBLOCK is its own. Without /proc, events are read as before.
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+  ch->nonblocking_fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   return &ch->ch;
 }
 
@@ -48,6 +59,7 @@ int DestroyCompChannel(ibv_comp_channel* channel) {
   if (ch->users.load() != 0) return EBUSY;
   close(ch->ch.fd);
   close(ch->write_fd);
+  if (ch->nonblocking_fd >= 0) close(ch->nonblocking_fd);
   delete ch;
   return 0;
 }
@@ -123,14 +135,30 @@ int GetCqEvent(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
     return -1;
   }
   Cq* which = nullptr;
+  CompChannel* ch = CompChannel::From(channel);
+  Engine* engine = Engine::Current();
+  if (ch->nonblocking_fd >= 0 && engine) {
+    // An event already there is read as before; with none, a blocking
+    // channel waits on the inbound ring itself (one wake-up per message).
+    const ssize_t n = read(ch->nonblocking_fd, &which, sizeof which);
+    if (n == sizeof which) return ReturnEvent(which, cq, cq_context);
+    if (n < 0 && errno != EAGAIN) return -1;
+    const int flags = fcntl(channel->fd, F_GETFL);
+    if (flags >= 0 && (flags & O_NONBLOCK)) {
+      errno = EAGAIN;  // the application's non-blocking channel: no event
+      return -1;
+    }
+    const int got = engine->WaitForChannelEvent(ch, ch->nonblocking_fd, &which, sizeof which);
+    if (got > 0) return ReturnEvent(which, cq, cq_context);
+    if (got < 0) return -1;
+    // Another thread of the process waits on the ring: block on the pipe.
+  }
   ssize_t n = read(channel->fd, &which, sizeof which);
   if (n != sizeof which) {
     if (n >= 0) errno = EIO;
     return -1;  // EAGAIN on a non-blocking channel with no event
   }
-  *cq = which->verbs();
-  *cq_context = which->verbs()->cq_context;
-  return 0;
+  return ReturnEvent(which, cq, cq_context);
 }
 
 void AckCqEvents(ibv_cq* cq, unsigned int nevents) {

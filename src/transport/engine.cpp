@@ -26,8 +26,9 @@ namespace {
 constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
 // 2: exported extent table (registered memory mapped by peers); 3: request
 // records may carry a piggybacked ACK (wire::kFlagAck), which an older peer
-// would ignore. Peers of different versions must not talk to each other.
-constexpr uint32_t kSegmentVersion = 3;
+// would ignore; 4: ring version 4 (commits wake consumers only, announced
+// sleepers counted). Peers of different versions must not talk to each other.
+constexpr uint32_t kSegmentVersion = 4;
 constexpr size_t kHeaderBytes = 4096;
 // While the application polls, the progress thread looks in once per window
 // (see "The progress thread's states" above ThreadMain): the first window of
@@ -208,7 +209,7 @@ void Engine::Shutdown() {
   death_watch_.Stop();
   stop_.store(true);
   if (thread_.joinable()) {
-    ring_->Wake();  // the thread waits on the ring's word, whatever its state
+    ring_->Wake(shm::Ring::kWakeThread);  // the thread waits on the ring's word, whatever its state
     thread_.join();
   }
   // The UDP socket of the RoCE wire may hold datagrams that the kernel gave
@@ -656,7 +657,8 @@ void Engine::WatchTimers() {
   // the thread) makes sure one of us sees the other.
   if (timers_armed_.load(std::memory_order_relaxed)) return;
   timers_armed_.store(true, std::memory_order_seq_cst);
-  if (thread_state_.load(std::memory_order_seq_cst) == kSleepingForever) ring_->Wake();
+  if (thread_state_.load(std::memory_order_seq_cst) == kSleepingForever)
+    ring_->Wake(shm::Ring::kWakeThread);
 }
 
 void Engine::ApplicationMayBlock() {
@@ -666,10 +668,106 @@ void Engine::ApplicationMayBlock() {
   // flag, or we see it watching and our Wake() moves the word it waits on.
   app_may_block_.store(true, std::memory_order_seq_cst);
   if (thread_state_.load(std::memory_order_seq_cst) == kAppPolling) {
-    ring_->Wake();
+    ring_->Wake(shm::Ring::kWakeThread);
   } else {
     WatchTimers();
   }
+}
+
+// Blocking waits. A thread blocked in ibv_get_cq_event used to wait in the
+// channel pipe's read() while the progress thread slept on the ring: a
+// message cost two wake-ups in a row (the producer's futex wake of the
+// progress thread, which drained and wrote the event token, then the pipe's
+// wake of the application). Now the application's thread waits on the ring
+// itself and drains what arrives: its own drain writes the token it then
+// reads, with no one else woken. Commits wake consumers only
+// (Ring::kWakeConsumer), and while a thread waits this way the progress
+// thread waits unannounced for kicks and its timers only (ThreadMain), so
+// the commit wakes the thread that will consume. Tokens written by other
+// threads (timers, flushes, another thread's drain) wake the waiter through
+// TokenWritten. One waiter at a time (direct_waiter_); others block in
+// read() as before, woken by the token the waiter's drain writes.
+//
+// After the event the application runs its own code and the progress thread
+// still waits unannounced: records arriving before the application blocks
+// or polls again wait for the thread's next timer (LeaveDirectWait kicks a
+// thread that sleeps without one), at most kTimerTickNs while sends are
+// outstanding.
+namespace {
+thread_local bool t_draining_for_event = false;  // this thread is the direct waiter
+}  // namespace
+
+int Engine::WaitForChannelEvent(const void* channel, int nonblocking_fd, void* token, size_t len) {
+  const void* none = nullptr;
+  if (!direct_waiter_.compare_exchange_strong(none, channel, std::memory_order_seq_cst)) return 0;
+  t_draining_for_event = true;
+  int result = 0;
+  while (result == 0) {
+    // Taken before the checks: a commit or token after them moves the word.
+    const uint32_t word = ring_->PrepareToWait();
+    ring_->AnnounceSleep();
+    uint64_t pos = 0;
+    const shm::Ring::HeadState head = ring_->Head(&pos);
+    // (Work waiting for room in a peer's ring stays with the progress
+    // thread's retries; what it completes writes tokens that wake us.)
+    if (head == shm::Ring::HeadState::kReady) {
+      ring_->FinishSleep();
+      if (!DrainRing(/*by_app=*/false)) Backoff(64);  // the progress thread drains: let it
+    } else {
+      const ssize_t n = read(nonblocking_fd, token, len);
+      if (n == static_cast<ssize_t>(len)) {
+        ring_->FinishSleep();
+        result = 1;
+        break;
+      }
+      if (n >= 0 || errno != EAGAIN) {
+        ring_->FinishSleep();
+        if (n >= 0) errno = EIO;
+        result = -1;
+        break;
+      }
+      // A record being written: its commit wakes us, but only a drain can
+      // tell that its writer died (Peek), so look again now and then.
+      if (head != shm::Ring::HeadState::kPending) ring_->PublishStalledClaim();
+      const bool pending = ring_->Head() == shm::Ring::HeadState::kPending;
+      const shm::Ring::WakeReason why =
+          ring_->Sleep(word, pending ? static_cast<int64_t>(kAppPollingTickNs) : -1,
+                       shm::Ring::kWakeConsumer | shm::Ring::kWakeEventWaiter);
+      ring_->FinishSleep();
+      if (pending) DrainRing(/*by_app=*/false);
+      if (why == shm::Ring::WakeReason::kInterrupted) {
+        errno = EINTR;
+        result = -1;
+        break;
+      }
+      continue;
+    }
+    const ssize_t n = read(nonblocking_fd, token, len);
+    if (n == static_cast<ssize_t>(len))
+      result = 1;
+    else if (n >= 0 || errno != EAGAIN) {
+      if (n >= 0) errno = EIO;
+      result = -1;
+    }
+  }
+  t_draining_for_event = false;
+  LeaveDirectWait();
+  return result;
+}
+
+void Engine::WakeDirectWaiter() {
+  // The waiter's own drain wrote it: it reads the token next.
+  if (!t_draining_for_event) ring_->Wake(shm::Ring::kWakeEventWaiter);
+}
+
+// Paired with ThreadMain's store of its sleep state and load of
+// direct_waiter_ (both seq_cst): either the thread sees that nobody waits
+// here any more and sleeps announced, or we see it asleep and kick a sleep
+// that has no timeout. A timed sleep ends by itself soon enough.
+void Engine::LeaveDirectWait() {
+  direct_waiter_.store(nullptr, std::memory_order_seq_cst);
+  if (thread_state_.load(std::memory_order_seq_cst) == kSleepingForever)
+    ring_->Wake(shm::Ring::kWakeThread);
 }
 
 // The progress thread's states (thread_state_), and who acts on them:
@@ -811,7 +909,7 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
       }
       ring_->FinishSleep();
     } else {
-      ring_->Sleep(word, timeout);
+      ring_->Sleep(word, timeout, shm::Ring::kWakeThread);  // quiet: no commit ends it
     }
   }
   thread_state_.store(kRunning, std::memory_order_relaxed);
@@ -914,7 +1012,13 @@ void Engine::ThreadMain() {
       watch.last_timer_check = 0;
       continue;
     }
-    uint32_t word = ring_->PrepareToSleep();
+    // An application thread blocked for a completion event consumes in our
+    // place (WaitForChannelEvent): commits must wake it, not us, so we wait
+    // unannounced, for kicks and our timeout only. Taken after the state
+    // store above, paired with LeaveDirectWait (see there).
+    uint32_t word = ring_->PrepareToWait();
+    const bool app_consumes = direct_waiter_.load(std::memory_order_seq_cst) != nullptr;
+    if (!app_consumes) ring_->AnnounceSleep();
     // A producer between reserve and commit with nobody reserving after it
     // is invisible at the head until its claim is in the seq word: put it
     // there, so that the record reads as pending and Peek can tell if that
@@ -923,9 +1027,11 @@ void Engine::ThreadMain() {
     shm::Ring::HeadState head = ring_->Head();
     if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
       timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
-    if (head != shm::Ring::HeadState::kReady && !stop_.load())
-      ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1);
-    ring_->FinishSleep();
+    if ((app_consumes || head != shm::Ring::HeadState::kReady) && !stop_.load())
+      ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1,
+                   app_consumes ? shm::Ring::kWakeThread
+                                : shm::Ring::kWakeThread | shm::Ring::kWakeConsumer);
+    if (!app_consumes) ring_->FinishSleep();
     thread_state_.store(kRunning, std::memory_order_relaxed);
   }
 }

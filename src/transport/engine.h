@@ -135,6 +135,20 @@ class Engine {
   // Called before an application blocks for an event (ibv_req_notify_cq):
   // the progress thread must take over the inbound ring now.
   void ApplicationMayBlock();
+  // ibv_get_cq_event on a blocking channel with no event yet: the calling
+  // thread waits on the inbound ring itself, drains what arrives and
+  // returns when `channel`'s pipe holds an event token, read from
+  // `nonblocking_fd` (a non-blocking descriptor of the pipe's read end) into
+  // `token` (`len` bytes). One wake-up per message instead of two (the
+  // progress thread's, then the pipe's). 1: a token was read; 0: another
+  // thread of the process waits this way already (block in read() instead);
+  // -1: errno set (EINTR: a signal).
+  int WaitForChannelEvent(const void* channel, int nonblocking_fd, void* token, size_t len);
+  // An event token was written to `channel`'s pipe: wakes the thread that
+  // waits for it in WaitForChannelEvent, if one does (one load otherwise).
+  void TokenWritten(const void* channel) {
+    if (direct_waiter_.load(std::memory_order_seq_cst) == channel) WakeDirectWaiter();
+  }
 
   // Sends a record to a peer's ring. false = ring full (retry later).
   bool Send(PeerLink& peer, const wire::RecordHeader& hdr, const void* payload, uint32_t len);
@@ -264,6 +278,11 @@ class Engine {
   uint32_t polls_since_arm_ = 0;  // racy by design: only a heuristic
   enum ThreadState : uint32_t { kRunning, kSleepingForever, kSleepingTimed, kAppPolling };
   std::atomic<uint32_t> thread_state_{kRunning};
+  // The channel whose event an application thread waits for on the ring
+  // itself (WaitForChannelEvent), or null; one such thread at a time.
+  std::atomic<const void*> direct_waiter_{nullptr};
+  void WakeDirectWaiter();
+  void LeaveDirectWait();
   // Set by posters when sends become outstanding; cleared by the progress
   // thread before it sleeps without a timeout (see WatchTimers).
   std::atomic<bool> timers_armed_{false};

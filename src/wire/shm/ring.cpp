@@ -585,27 +585,30 @@ Ring::HeadState Ring::Head(uint64_t* pos) const {
   }
 }
 
-void Ring::Wake() {
+void Ring::Wake(uint32_t bits) {
   wake_word_.fetch_add(1, std::memory_order_seq_cst);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAKE_BITSET, 1, nullptr,
+          nullptr, bits);
 }
 
 uint32_t Ring::PrepareToSleep() {
-  consumer_sleeping_.store(1, std::memory_order_seq_cst);
+  consumer_sleeping_.fetch_add(1, std::memory_order_seq_cst);
   return wake_word_.load(std::memory_order_seq_cst);
 }
 
-Ring::WakeReason Ring::Sleep(uint32_t expected, int64_t timeout_ns) {
+Ring::WakeReason Ring::Sleep(uint32_t expected, int64_t timeout_ns, uint32_t wake_bits) {
   timespec ts;
   timespec* tsp = nullptr;
   if (timeout_ns >= 0) {
-    ts.tv_sec = timeout_ns / 1'000'000'000;
-    ts.tv_nsec = timeout_ns % 1'000'000'000;
+    // FUTEX_WAIT_BITSET's timeout is absolute (CLOCK_MONOTONIC).
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const int64_t ns = ts.tv_nsec + timeout_ns % 1'000'000'000;
+    ts.tv_sec += timeout_ns / 1'000'000'000 + ns / 1'000'000'000;
+    ts.tv_nsec = ns % 1'000'000'000;
     tsp = &ts;
   }
-  // FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC).
-  long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAIT, expected, tsp,
-                    nullptr, 0);
+  long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_word_), FUTEX_WAIT_BITSET,
+                    expected, tsp, nullptr, wake_bits);
   if (rc == 0) return WakeReason::kWoken;
   if (errno == ETIMEDOUT) return WakeReason::kTimedOut;
   if (errno == EINTR) return WakeReason::kInterrupted;

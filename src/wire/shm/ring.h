@@ -168,7 +168,9 @@ class RecordView : public SplitBytes<const std::byte> {
 
 class alignas(kCacheLine) Ring {
  public:
-  static constexpr uint32_t kVersion = 3;  // 2: consume_seen_; 3: the reserve word
+  // 2: consume_seen_; 3: the reserve word; 4: consumer_sleeping_ counts the
+  // announced sleepers and commits wake consumers only (kWakeConsumer).
+  static constexpr uint32_t kVersion = 4;
   static constexpr uint32_t kMinSlots = 2;
   static constexpr uint32_t kMaxSlots = 1u << 24;    // 1 GiB of data
   static constexpr uint32_t kMaxRecordSlots = 4095;  // 12-bit field of the seq word
@@ -219,7 +221,7 @@ class alignas(kCacheLine) Ring {
     // at this record's seq word, the line the consumer polls.
     published_end_.store(r.pos_ + ((r.word_ >> 2) & kMaxRecordSlots), std::memory_order_release);
     if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
-      Wake();
+      Wake(kWakeConsumer);
   }
   // Gives the reservation up (e.g. filling it failed): the consumer skips it.
   // Every reservation must end in Commit or Cancel, else the ring stalls.
@@ -261,12 +263,28 @@ class alignas(kCacheLine) Ring {
   // wait is a quiet one: producers' commits do not end it (they pay no
   // system call), only Wake() or the timeout does.
   uint32_t PrepareToWait() const { return wake_word_.load(std::memory_order_seq_cst); }
-  void AnnounceSleep() { consumer_sleeping_.store(1, std::memory_order_seq_cst); }
+  // Announcements are counted: two threads of the owner may wait announced
+  // at once (the progress thread and an application thread blocked for a
+  // completion event). Every AnnounceSleep (and PrepareToSleep) is followed
+  // by exactly one FinishSleep.
+  void AnnounceSleep() { consumer_sleeping_.fetch_add(1, std::memory_order_seq_cst); }
   enum class WakeReason { kWoken, kTimedOut, kInterrupted };
-  // FUTEX_WAIT on the shared word while it equals `expected`; timeout_ns < 0
-  // waits without limit.
-  WakeReason Sleep(uint32_t expected, int64_t timeout_ns = -1);
-  void FinishSleep() { consumer_sleeping_.store(0, std::memory_order_relaxed); }
+  // Who a wake-up is for (FUTEX_WAIT_BITSET): a commit wakes one waiter that
+  // consumes (kWakeConsumer); the owner's kicks of its progress thread
+  // (shutdown, timers, an application about to block) wake kWakeThread. The
+  // progress thread waits for both unless an application thread consumes
+  // in its place (transport/engine.cpp, "Blocking waits").
+  static constexpr uint32_t kWakeConsumer = 1;
+  static constexpr uint32_t kWakeThread = 2;
+  // The owner's own wake-up of an application thread that consumes in the
+  // progress thread's place, for an event token another thread wrote: it
+  // must reach that thread, not a progress thread that waits for commits.
+  static constexpr uint32_t kWakeEventWaiter = 4;
+  // FUTEX_WAIT on the shared word while it equals `expected`, for wake-ups
+  // that name one of `wake_bits`; timeout_ns < 0 waits without limit.
+  WakeReason Sleep(uint32_t expected, int64_t timeout_ns = -1,
+                   uint32_t wake_bits = kWakeConsumer | kWakeThread);
+  void FinishSleep() { consumer_sleeping_.fetch_sub(1, std::memory_order_relaxed); }
 
   // ---- observation (any process; approximate while producers run) ----
   uint64_t UsedSlots() const;
@@ -312,8 +330,9 @@ class alignas(kCacheLine) Ring {
     const uint64_t w = HeadWord(&lap);
     return (w & kSeqStateMask) == kSeqCommitted && ((w ^ FreeWordOfLap(lap)) >> kSeqTagShift) == 0;
   }
-  // Wakes a sleeping consumer without producing (shutdown, local kicks).
-  void Wake();
+  // Wakes one waiter that waits for `bits` (see kWakeConsumer), without
+  // producing.
+  void Wake(uint32_t bits = kWakeConsumer);
   uint64_t dead_records_skipped() const { return dead_skips_.load(std::memory_order_relaxed); }
   uint32_t wake_word() const { return wake_word_.load(std::memory_order_relaxed); }
 
