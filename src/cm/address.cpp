@@ -39,6 +39,16 @@ bool IsAnyAddress(const sockaddr* addr) {
   return true;
 }
 
+bool IsLoopbackAddress(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (addr->sa_family == AF_INET6) {
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr);
+  }
+  return false;
+}
+
 Gid GidOfAddress(const sockaddr* addr) {
   Gid gid{};
   if (addr->sa_family == AF_INET) {

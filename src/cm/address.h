@@ -19,6 +19,7 @@ socklen_t SockaddrLen(const sockaddr* addr);  // 0 for an unsupported family
 uint16_t PortOf(const sockaddr* addr);        // host order
 void SetPort(sockaddr* addr, uint16_t port);  // host order
 bool IsAnyAddress(const sockaddr* addr);
+bool IsLoopbackAddress(const sockaddr* addr);  // 127.0.0.0/8, ::1
 bool SameIp(const sockaddr* a, const sockaddr* b);
 
 // ::ffff:a.b.c.d for IPv4, the address itself for IPv6.

@@ -277,6 +277,9 @@ int Listen(rdma_cm_id* cm_id, int backlog) {
   if (id->state != IdState::kIdle && id->state != IdState::kListen) return Fail(EINVAL);
   id->state = IdState::kListen;
   id->backlog = backlog > 0 ? backlog : 1024;
+  // Requests from other hosts come through QP1; a listener on a loopback
+  // address can get none (and so opens no UDP port).
+  if (!IsLoopbackAddress(&id->id.route.addr.src_addr)) service->ReadQp1();
   return 0;
 }
 

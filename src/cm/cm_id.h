@@ -53,6 +53,11 @@ struct PendingSend {
   // to bind it), then it is answered as a CM without a listener answers.
   // 0 = not in that state.
   int64_t unbound_until_ns = 0;
+  // The same for a request to QP1 of an address (another host, or
+  // SOFTRDMA_WIRE=roce): the answer "nobody listens" comes back as a REJ or
+  // SIDR_REP, after which the request is sent again once (Service::
+  // OfferRemoteAgain) and the usual retransmission timer resumes.
+  bool remote_offer_due = false;
 };
 
 // A multicast group joined through the id (rdma_join_multicast).

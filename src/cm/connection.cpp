@@ -351,6 +351,10 @@ void OnSidrRep(Service* service, const SidrRepMsg& rep, IdPrivate* id) {
     service->counters.mads_dropped++;
     return;
   }
+  if (rep.status == kSidrUnsupported && IsRemotePeerName(id->pending.to) &&
+      service->OfferRemoteAgain(id)) {
+    return;  // nobody listens there yet: a server may be about to bind the port
+  }
   service->Disarm(id);
   if (rep.status != kSidrSuccess) {
     id->state = IdState::kRejected;
@@ -381,6 +385,12 @@ void OnRtu(Service* service, IdPrivate* id) {
 void OnRej(Service* service, const RejMsg& rej, IdPrivate* id) {
   switch (id->state) {
     case IdState::kReqSent:
+      // Nobody listens there yet: a server may be about to bind the port.
+      if (rej.reason == kRejInvalidServiceId && IsRemotePeerName(id->pending.to) &&
+          service->OfferRemoteAgain(id)) {
+        return;
+      }
+      [[fallthrough]];
     case IdState::kRepSent:
     case IdState::kRepRcvd:
       FinishRejected(service, id, rej.reason, rej.private_data.data(), kRejPrivateDataSize);

@@ -26,6 +26,8 @@ GsiSender::~GsiSender() {
 }
 
 Status GsiSender::Open(ibv_context* context, ibv_pd* pd) {
+  if (qp_ != nullptr) return Status::Ok();
+  if (buffers_ != nullptr) return Status::Error(EIO, "GSI QP unusable");  // failed before
   context_ = context;
   pd_ = pd;
   buffers_ = static_cast<uint8_t*>(std::aligned_alloc(4096, kSlots * kMadSize));
@@ -33,7 +35,7 @@ Status GsiSender::Open(ibv_context* context, ibv_pd* pd) {
   mr_ = ibv_reg_mr(pd, buffers_, kSlots * kMadSize, 0);
   cq_ = ibv_create_cq(context, kSlots, nullptr, nullptr, 0);
   if (mr_ == nullptr || cq_ == nullptr) return Status::Error(errno, "GSI MR/CQ");
-  ibv_qp_init_attr init{};
+  ibv_qp_init_attr_ex init{};
   init.send_cq = cq_;
   init.recv_cq = cq_;
   init.qp_type = IBV_QPT_UD;
@@ -41,7 +43,13 @@ Status GsiSender::Open(ibv_context* context, ibv_pd* pd) {
   init.cap.max_recv_wr = 1;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
-  qp_ = ibv_create_qp(pd, &init);
+  init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  init.pd = pd;
+  // Source QPN 1: it sends as the GSI, and the verbs library has it read the
+  // RoCE wire from RTR on, where other hosts' MADs for QP1 arrive.
+  init.create_flags = IBV_QP_CREATE_SOURCE_QPN;
+  init.source_qpn = kGsiQpn;
+  qp_ = ibv_create_qp_ex(context, &init);
   if (qp_ == nullptr) return Status::Error(errno, "GSI UD QP");
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
@@ -92,11 +100,8 @@ ibv_ah* GsiSender::AddressHandle(int gid_index, const Gid& remote_gid) {
 
 Status GsiSender::Send(ibv_context* context, ibv_pd* pd, const Gid& local_gid,
                        const Gid& remote_gid, std::span<const uint8_t, kMadSize> mad) {
-  if (qp_ == nullptr) {
-    if (buffers_ != nullptr) return Status::Error(EIO, "GSI QP unusable");
-    Status status = Open(context, pd);
-    if (!status.ok()) return status;
-  }
+  Status status = Open(context, pd);
+  if (!status.ok()) return status;
   int gid_index = FindGidIndex(context_, local_gid);
   if (gid_index < 0) return Status::Error(EADDRNOTAVAIL, "no GID for the local address");
   ibv_ah* ah = AddressHandle(gid_index, remote_gid);

@@ -36,11 +36,15 @@ class GsiSender {
   Status Send(ibv_context* context, ibv_pd* pd, const Gid& local_gid, const Gid& remote_gid,
               std::span<const uint8_t, kMadSize> mad);
 
+  // Makes the UD QP now (a listener's CM does: created with source QPN 1,
+  // it makes the verbs library read the RoCE wire, where other hosts' MADs
+  // for QP1 arrive). Idempotent.
+  Status Open(ibv_context* context, ibv_pd* pd);
+
   uint64_t send_errors() const { return send_errors_; }
 
  private:
   static constexpr int kSlots = 64;
-  Status Open(ibv_context* context, ibv_pd* pd);
   void Reap();
   ibv_ah* AddressHandle(int gid_index, const Gid& remote_gid);
 

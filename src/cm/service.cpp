@@ -273,6 +273,18 @@ void Service::HoldForListener(IdPrivate* id) {
   Wake();
 }
 
+bool Service::OfferRemoteAgain(IdPrivate* id) {
+  if (!id->pending.armed) return false;
+  int64_t now = NowNs();
+  if (id->pending.unbound_until_ns == 0)
+    id->pending.unbound_until_ns = now + kListenerGraceMs * kMs;
+  if (now >= id->pending.unbound_until_ns) return false;
+  id->pending.remote_offer_due = true;
+  id->pending.deadline_ns = now + kMs;
+  Wake();
+  return true;
+}
+
 void Service::OfferUnboundAgain(IdPrivate* id, int64_t now) {
   Status status = Transmit(id->pending.to, id->pending.mad);
   if (!NobodyListens(status)) {
@@ -430,7 +442,13 @@ void Service::OnTimers(int64_t now) {
   std::vector<IdPrivate*> due(ids_.begin(), ids_.end());
   for (IdPrivate* id : due) {
     if (ids_.count(id) == 0) continue;
-    if (id->pending.armed && id->pending.deadline_ns <= now && id->pending.unbound_until_ns != 0) {
+    if (id->pending.armed && id->pending.deadline_ns <= now && id->pending.remote_offer_due) {
+      // Offered again after "nobody listens" came back; not a retransmission.
+      id->pending.remote_offer_due = false;
+      id->pending.deadline_ns = now + id->pending.interval_ns;
+      Transmit(id->pending.to, id->pending.mad);
+    } else if (id->pending.armed && id->pending.deadline_ns <= now &&
+               id->pending.unbound_until_ns != 0 && !IsRemotePeerName(id->pending.to)) {
       OfferUnboundAgain(id, now);
     } else if (id->pending.armed && id->pending.deadline_ns <= now) {
       if (id->pending.sends_left <= 0) {

@@ -75,6 +75,9 @@ class Service {
   // Ports: bind `id` to `port` in its port space (0 picks a free one).
   Status BindPort(IdPrivate* id, uint16_t port);
   void ReleasePort(IdPrivate* id);
+  // A listener's CM must read MADs that come from other hosts through QP1:
+  // its UD QP makes the verbs library read the RoCE port (cm/gsi_sender.h).
+  void ReadQp1() { gsi_.Open(devices[0], DefaultPd(devices[0])); }
 
   // Sending. `to` is a socket name (a process of this host) or a
   // RemotePeerName (QP1 of another host's address, cm/gsi_sender.h); an
@@ -85,6 +88,7 @@ class Service {
   void Disarm(IdPrivate* id) {
     id->pending.armed = false;
     id->pending.unbound_until_ns = 0;
+    id->pending.remote_offer_due = false;
   }
   // The REQ/SIDR_REQ just sent found its port unbound: offer it again every
   // millisecond for kListenerGraceMs before HandleNobodyListens. On a network
@@ -94,6 +98,12 @@ class Service {
   // whose REQ passes through the MAD layer and work queues, finds it.
   void HoldForListener(IdPrivate* id);
   static constexpr int64_t kListenerGraceMs = 20;
+  // A REQ/SIDR_REQ to QP1 of an address was answered "nobody listens"
+  // (REJ 8, SIDR_REP 1): within kListenerGraceMs of the first such answer it
+  // is sent again a millisecond later and true returned; false once the
+  // grace is over (the caller reports the refusal). The same grace as
+  // HoldForListener gives between this host's sockets.
+  bool OfferRemoteAgain(IdPrivate* id);
   void ArmTimewait(IdPrivate* id);
 
   // Events.

@@ -207,6 +207,10 @@ class Qp {
   // refuses while any is), and IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
   uint32_t mcast_attachments = 0;
   bool block_self_mcast_loopback = false;
+  // --- UD created with IBV_QP_CREATE_SOURCE_QPN = 1: this process's GSI
+  // agent (the CM's QP1 sender): it sends as QP1 and, from RTR, reads the
+  // RoCE wire, where other hosts' MADs for this host's QP1 arrive.
+  bool gsi_agent = false;
 
   uint8_t* inline_slot(uint32_t index) {
     return inline_buf.get() + static_cast<size_t>(sq.slot(index)) * cap.max_inline_data;

@@ -32,6 +32,8 @@ constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WR
                               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
                               IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
 
+constexpr uint32_t kGsiSourceQpn = 1;
+
 constexpr uint32_t kKnownCompMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
                                     IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                     IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
@@ -43,10 +45,16 @@ int CheckInitAttrEx(ibv_context* context, const ibv_qp_init_attr_ex& a) {
   // MAX_TSO_HEADER asks for nothing and is honoured trivially.
   // XRCD matters only to XRC targets (verbs_xrc.cpp); others ignore it.
   if (a.comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) return EOPNOTSUPP;
-  // The one creation flag with something behind it: no multicast loopback
-  // to the sending QP itself (transport/datagram.cpp).
+  // The creation flags with something behind them: no multicast loopback
+  // to the sending QP itself (transport/datagram.cpp), and a UD QP that
+  // sends as QP1, the GSI (the CM's; docs/design.md "Other hosts"); no other
+  // source QPN can be taken.
   if ((a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
-      (a.create_flags & ~IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
+      (a.create_flags & ~(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SOURCE_QPN)))
+    return EOPNOTSUPP;
+  if ((a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+      (a.create_flags & IBV_QP_CREATE_SOURCE_QPN) &&
+      (a.qp_type != IBV_QPT_UD || a.source_qpn != kGsiSourceQpn))
     return EOPNOTSUPP;
   if ((a.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) && a.max_tso_header) return EOPNOTSUPP;
   if ((a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a.send_ops_flags & ~kSendOps))
@@ -336,9 +344,11 @@ ibv_qp* CreateQpEx(ibv_context* context, ibv_qp_init_attr_ex* attr) {
       return nullptr;
     }
   }
-  if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS)
+  if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) {
     Qp::From(ibqp)->block_self_mcast_loopback =
         attr->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+    Qp::From(ibqp)->gsi_agent = attr->create_flags & IBV_QP_CREATE_SOURCE_QPN;
+  }
   attr->cap = base.cap;
   return ibqp;
 }

@@ -21,6 +21,7 @@ struct AtomicCounters {
   std::atomic<uint64_t> dropped_not_cm{0};
   std::atomic<uint64_t> dropped_nobody{0};
   std::atomic<uint64_t> dropped_queue_full{0};
+  std::atomic<uint64_t> answered_no_listener{0};
 };
 
 AtomicCounters& Counters() {
@@ -48,10 +49,11 @@ GsiForwarderCounters GsiForwarderCountersNow() {
           c.dropped_bad_qkey.load(std::memory_order_relaxed),
           c.dropped_not_cm.load(std::memory_order_relaxed),
           c.dropped_nobody.load(std::memory_order_relaxed),
-          c.dropped_queue_full.load(std::memory_order_relaxed)};
+          c.dropped_queue_full.load(std::memory_order_relaxed),
+          c.answered_no_listener.load(std::memory_order_relaxed)};
 }
 
-Status ForwardGsiDatagram(const GsiDatagram& datagram) {
+Status ForwardGsiDatagram(const GsiDatagram& datagram, const GsiReply& reply) {
   AtomicCounters& counters = Counters();
   if (datagram.qkey != kGsiQkeyValue) {
     Count(counters.dropped_bad_qkey);
@@ -82,6 +84,19 @@ Status ForwardGsiDatagram(const GsiDatagram& datagram) {
       0) {
     int err = errno;
     Count(err == EAGAIN ? counters.dropped_queue_full : counters.dropped_nobody);
+    uint8_t answer[kGsiMadSize];
+    if ((err == ECONNREFUSED || err == ENOENT) && reply &&
+        NoListenerAnswer(datagram.payload, answer)) {
+      GsiDatagram back;
+      back.remote_gid = datagram.remote_gid;  // to the requester's QP1
+      back.local_gid = datagram.local_gid;    // from the address it asked
+      back.remote_qpn = kGsiQpn;              // its QP1
+      back.pkey = datagram.pkey;
+      back.qkey = kGsiQkeyValue;
+      back.payload = answer;
+      reply(back);
+      Count(counters.answered_no_listener);
+    }
     return Status::Error(err, "forward to " + to);
   }
   Count(counters.forwarded);

@@ -16,6 +16,7 @@
 #include "host/mcast_groups.h"
 #include "transport/engine.h"
 #include "transport/recv_source.h"
+#include "transport/roce/roce_gsi.h"
 #include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 
@@ -198,7 +199,7 @@ bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w,
 // ring is full misses the datagram, as a congested switch port drops a
 // multicast packet (nothing waits for the slowest member).
 void TransmitMulticast(Engine& engine, Qp& qp, OutgoingDatagram& dg) {
-  const uint32_t self = qp.qpx.qp_base.qp_num;
+  const uint32_t self = qp.gsi_agent ? kGsiQpn : qp.qpx.qp_base.qp_num;
   McastGroups(engine.registry()).ForEachMember(dg.d.dgid, [&](uint32_t qpn) {
     if (qpn == self && qp.block_self_mcast_loopback) return;
     std::shared_ptr<PeerLink> member = engine.ResolveQpn(qpn);
@@ -208,10 +209,12 @@ void TransmitMulticast(Engine& engine, Qp& qp, OutgoingDatagram& dg) {
   });
 }
 
-// A datagram to QP1 of this host: QP1 is nobody's QP (the registry has no
-// owner for it); the GSI forwarder hands the MAD to the CM socket of the
-// process it is for, as the RoCE wire's receive path does for one from
-// another host. Lost (like a dropped packet) when it cannot be delivered.
+// A datagram to QP1 (the CM's MADs; docs/design.md, "Other hosts"). QP1 is
+// nobody's QP (the registry has no owner for it): to another host's address
+// (or any, with SOFTRDMA_WIRE=roce) it leaves as a RoCE UD packet; to this
+// host's the GSI forwarder hands the MAD to the CM socket of the process it
+// is for, as the RoCE receive path does for one from another host. Lost
+// (like a dropped packet) when it cannot be delivered. false: a bad SGE.
 bool TransmitToGsi(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w) {
   OutgoingDatagram dg;
   if (!BuildDatagram(engine, qp, index, w, &dg)) return false;
@@ -221,13 +224,20 @@ bool TransmitToGsi(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w) {
     memcpy(payload + len, dg.parts[i].iov_base, dg.parts[i].iov_len);
     len += dg.parts[i].iov_len;
   }
-  GsiDatagram gsi;
-  memcpy(gsi.remote_gid.data(), dg.d.sgid, 16);
-  memcpy(gsi.local_gid.data(), dg.d.dgid, 16);
-  gsi.remote_qpn = qp.qpx.qp_base.qp_num;
-  gsi.qkey = dg.d.qkey;
-  gsi.payload = std::span<const uint8_t>(payload, len);
-  ForwardGsiDatagram(gsi);
+  GsiDatagram out;  // to QP1 at the destination, from our address
+  memcpy(out.remote_gid.data(), dg.d.dgid, 16);
+  memcpy(out.local_gid.data(), dg.d.sgid, 16);
+  out.qkey = dg.d.qkey;
+  out.payload = std::span<const uint8_t>(payload, len);
+  const uint32_t self = qp.gsi_agent ? kGsiQpn : qp.qpx.qp_base.qp_num;
+  if (engine.roce_forced() || !Device::Get().IsLocalGid(w.ud.dgid)) {
+    roce::SendGsiPacket(engine, out, self);
+    return true;
+  }
+  // This host: straight to the forwarder, and so is its own answer to us.
+  ForwardGsiDatagram(AsReceived(out, self), [](const GsiDatagram& answer) {
+    ForwardGsiDatagram(AsReceived(answer, kGsiQpn));
+  });
   return true;
 }
 
@@ -237,7 +247,7 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
   while (qp.sq_tx != qp.sq.head) {
     const uint32_t index = qp.sq_tx;
     const SendWqe& w = qp.sq.at(index);
-    if (w.ud.remote_qpn == kGsiQpn && Device::Get().IsLocalGid(w.ud.dgid)) {
+    if (w.ud.remote_qpn == kGsiQpn) {
       if (!TransmitToGsi(engine, qp, index, w)) {
         FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);  // -> SQE
         return;

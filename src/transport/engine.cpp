@@ -651,6 +651,11 @@ bool Engine::CheckTimers(uint64_t now, uint64_t* next_deadline) {
   return any;
 }
 
+void Engine::ActivateRoce() {
+  if (roce_active_.exchange(true, std::memory_order_seq_cst)) return;
+  ring_->Wake(shm::Ring::kWakeThread);  // once per process: it then looks every tick
+}
+
 void Engine::WatchTimers() {
   // The common case is one relaxed load: the flag is already set while the
   // progress thread watches timers. The seq_cst pair (flag here, state in

@@ -165,7 +165,10 @@ class Engine {
   // Whether RC/UC peers on this host go over RoCE too (SOFTRDMA_WIRE=roce).
   bool roce_forced() const;
   // A QP was attached to the RoCE wire: polls of the CQs poll the port too.
-  void ActivateRoce() { roce_active_.store(true, std::memory_order_release); }
+  // From now on the port is read (inline and by the progress thread, which
+  // is woken if it sleeps without a timeout: a listener's process has
+  // nothing else to wake it).
+  void ActivateRoce();
   // Receives what the port holds and hands it to the QPs; sends the ACKs
   // that the burst made due. true if anything arrived.
   bool PollRoce();

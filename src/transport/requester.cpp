@@ -324,8 +324,11 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
 void ChooseWire(Engine& engine, Qp& qp) {
   // UD chooses per datagram (datagram.cpp); with SOFTRDMA_WIRE=roce it
   // listens on the RoCE wire from RTR on, as its peers send to it there.
+  // A GSI agent (the CM's QP1 sender) reads it from RTR too: MADs from other
+  // hosts for this host's QP1 arrive there before any QP of the process
+  // talks to them (a listening server).
   if (qp.type == IBV_QPT_UD) {
-    if (engine.roce_forced() && engine.packet_port()) engine.ActivateRoce();
+    if ((engine.roce_forced() || qp.gsi_agent) && engine.packet_port()) engine.ActivateRoce();
     return;
   }
   const bool local = Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid);

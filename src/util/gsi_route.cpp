@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +23,8 @@ constexpr size_t kRequestIdOffset = kMessageOffset + 0;     // SIDR_REP
 constexpr size_t kServiceIdOffset = kMessageOffset + 8;     // REQ and SIDR_REQ
 constexpr uint8_t kMadBaseVersion = 1;
 constexpr uint8_t kMgmtClassCm = 0x07;
+constexpr uint16_t kRejInvalidServiceId = 8;
+constexpr uint8_t kSidrServiceIdNotSupported = 1;
 
 enum : uint16_t {
   kAttrReq = 0x0010,
@@ -92,6 +95,32 @@ Status CmSocketForMad(std::span<const uint8_t> mad, std::string* socket_name) {
     default:
       return Status::Error(EPROTONOSUPPORT, "CM attribute not routed");
   }
+}
+
+bool NoListenerAnswer(std::span<const uint8_t> request, std::span<uint8_t, kGsiMadSize> answer) {
+  if (request.size() != kGsiMadSize || request[kBaseVersionOffset] != kMadBaseVersion ||
+      request[kMgmtClassOffset] != kMgmtClassCm) {
+    return false;
+  }
+  const uint16_t attr = uint16_t(LoadBe(request, kAttributeIdOffset, 2));
+  if (attr != kAttrReq && attr != kAttrSidrReq) return false;
+  std::fill(answer.begin(), answer.end(), uint8_t{0});
+  // The MAD header as the request's (base version, class, class version,
+  // method Send, transaction id); only the attribute differs.
+  std::copy_n(request.begin(), kMessageOffset, answer.begin());
+  const uint32_t their_id = uint32_t(LoadBe(request, kMessageOffset, 4));
+  if (attr == kAttrReq) {
+    StoreBe(answer, kAttributeIdOffset, 2, kAttrRej);
+    StoreBe(answer, kRemoteCommIdOffset, 4, their_id);  // local comm id stays 0
+    answer[kMessageOffset + 8] = 0;                     // message REJected: REQ
+    StoreBe(answer, kMessageOffset + 10, 2, kRejInvalidServiceId);
+  } else {
+    StoreBe(answer, kAttributeIdOffset, 2, kAttrSidrRep);
+    StoreBe(answer, kRequestIdOffset, 4, their_id);
+    answer[kMessageOffset + 4] = kSidrServiceIdNotSupported;
+    std::copy_n(request.begin() + kServiceIdOffset, 8, answer.begin() + kMessageOffset + 12);
+  }
+  return true;
 }
 
 void EncodeGsiEnvelope(const GsiEnvelope& envelope, std::span<const uint8_t, kGsiMadSize> mad,

@@ -29,6 +29,8 @@
 
 namespace softrdma {
 
+inline constexpr size_t kGsiMadSize = 256;  // every MAD
+
 // The port space of the per-process connection sockets (no rdma_cm port
 // space is 0).
 inline constexpr uint16_t kCmProcessPortSpace = 0;
@@ -53,6 +55,12 @@ constexpr uint16_t CommIdSocketNumber(uint32_t comm_id) {
 // or comm id of 0.
 Status CmSocketForMad(std::span<const uint8_t> mad, std::string* socket_name);
 
+// The answer a CM with no listener on a request's port gives (ib-cm.md
+// §5.2): to a REQ, REJ "invalid service ID" (8) naming the REQ's comm id; to
+// a SIDR_REQ, SIDR_REP "service ID not supported" (1). Same transaction id.
+// false for any other MAD (nothing to answer).
+bool NoListenerAnswer(std::span<const uint8_t> request, std::span<uint8_t, kGsiMadSize> answer);
+
 // What the forwarder puts before the MAD. Network byte order on the socket
 // (it never leaves the host, but a fixed layout keeps both sides honest).
 struct GsiEnvelope {
@@ -62,7 +70,6 @@ struct GsiEnvelope {
   uint16_t pkey = 0xFFFF;                // BTH P_Key
 };
 inline constexpr size_t kGsiEnvelopeHeaderSize = 48;
-inline constexpr size_t kGsiMadSize = 256;
 inline constexpr size_t kGsiEnvelopeSize = kGsiEnvelopeHeaderSize + kGsiMadSize;
 
 // Header + MAD into `out`.

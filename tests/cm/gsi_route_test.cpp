@@ -5,6 +5,7 @@
 #include "util/gsi_route.h"
 
 #include <cerrno>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -103,6 +104,47 @@ TEST(GsiRoute, RefusesWhatIsNotARoutableCmMad) {
   EXPECT_EQ(CmSocketForMad(Encode(Mad{1, 0, rtu}), &name).code(), EINVAL);
   SidrRepMsg sidr_rep;  // request id 0
   EXPECT_EQ(CmSocketForMad(Encode(Mad{1, 0, sidr_rep}), &name).code(), EINVAL);
+}
+
+TEST(GsiRoute, NoListenerAnswersAreWhatACmWithoutAListenerSends) {
+  ReqMsg req;
+  req.local_comm_id = 0x0abc0001;
+  req.service_id = ServiceIdOf(kTcpPs, 7471);
+  std::array<uint8_t, kMadSize> answer{};
+  ASSERT_TRUE(NoListenerAnswer(Encode(Mad{0x1122334455667788, 0, req}), answer));
+  DecodeError error;
+  std::optional<Mad> mad = DecodeMad(answer, &error);
+  ASSERT_TRUE(mad) << DecodeErrorName(error);
+  EXPECT_EQ(mad->transaction_id, 0x1122334455667788u);
+  const auto* rej = std::get_if<RejMsg>(&mad->message);
+  ASSERT_NE(rej, nullptr);
+  EXPECT_EQ(rej->local_comm_id, 0u);
+  EXPECT_EQ(rej->remote_comm_id, 0x0abc0001u);
+  EXPECT_EQ(rej->message_rejected, CmMessageKind::kReq);
+  EXPECT_EQ(rej->reason, 8);  // invalid service ID
+  std::string name;
+  ASSERT_TRUE(CmSocketForMad(answer, &name).ok());  // and it routes back to the requester
+  EXPECT_EQ(name, CmSocketName(kCmProcessPortSpace, 0x0abc));
+
+  SidrReqMsg sidr;
+  sidr.request_id = 0x0abc0002;
+  sidr.service_id = ServiceIdOf(kUdpPs, 18515);
+  ASSERT_TRUE(NoListenerAnswer(Encode(Mad{7, 0, sidr}), answer));
+  mad = DecodeMad(answer, &error);
+  ASSERT_TRUE(mad) << DecodeErrorName(error);
+  const auto* rep = std::get_if<SidrRepMsg>(&mad->message);
+  ASSERT_NE(rep, nullptr);
+  EXPECT_EQ(mad->transaction_id, 7u);
+  EXPECT_EQ(rep->request_id, 0x0abc0002u);
+  EXPECT_EQ(rep->status, 1);  // service ID not supported
+  EXPECT_EQ(rep->service_id, sidr.service_id);
+
+  RepMsg other;  // nothing to answer
+  other.remote_comm_id = kOwnersCommId;
+  EXPECT_FALSE(NoListenerAnswer(Encode(Mad{1, 0, other}), answer));
+  auto not_cm = Encode(Mad{1, 0, req});
+  not_cm[1] = 0x03;
+  EXPECT_FALSE(NoListenerAnswer(not_cm, answer));
 }
 
 TEST(GsiRoute, EnvelopeRoundTripAndRefusals) {

@@ -16,10 +16,9 @@
 # meets the listener: one run, no retry, must pass.
 # Variant "gsi": SOFTRDMA_CM_GSI=1, so the CM's messages go as UD SENDs to
 # QP1 of the peer's address, as to another host (docs/design.md); both sides
-# must say (SOFTRDMA_LOG=info) that a MAD reached them that way. A REQ that
-# finds the port unbound is then not refused but dropped by the receiving
-# host's GSI forwarder, and retransmitted: SOFTRDMA_CM_TIMEOUT_MS=500 keeps
-# that short.
+# must say (SOFTRDMA_LOG=info) that a MAD reached them that way. The REQ that
+# finds the port unbound is answered REJ by the GSI forwarder and offered
+# again for 20 ms by the client's CM, as between local sockets.
 # Usage: perftest_rdma_cm.sh [cma0|gsi|-] TOOL [perftest options...]
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=cm_lib.sh
@@ -31,7 +30,7 @@ shift 2
 name="perftest_rdma_cm_${tool}$(printf '_%s' "$@" | tr -c 'A-Za-z0-9_\n' '_')"
 over_qp1=0
 if [[ "$variant" == "gsi" ]]; then
-  export SOFTRDMA_CM_GSI=1 SOFTRDMA_LOG=info SOFTRDMA_CM_TIMEOUT_MS=500
+  export SOFTRDMA_CM_GSI=1 SOFTRDMA_LOG=info
   name="$name-gsi"
   variant=inherit
   over_qp1=1

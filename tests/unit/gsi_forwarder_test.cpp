@@ -133,6 +133,12 @@ TEST_F(GsiForwarder, DropsAndCountsWhatItCannotDeliver) {
   EXPECT_EQ(ForwardGsiDatagram(wrong_qkey).code(), EINVAL);
   EXPECT_EQ(GsiForwarderCountersNow().dropped_bad_qkey, before.dropped_bad_qkey + 1);
 
+  // Nothing to answer for anything but a request.
+  bool replied = false;
+  EXPECT_EQ(ForwardGsiDatagram(Datagram(rtu), [&](const GsiDatagram&) { replied = true; }).code(),
+            ECONNREFUSED);
+  EXPECT_FALSE(replied);
+
   auto not_cm = rtu;
   not_cm[1] = 0x01;  // SubnMgmt
   EXPECT_EQ(ForwardGsiDatagram(Datagram(not_cm)).code(), EBADMSG);
@@ -141,6 +147,38 @@ TEST_F(GsiForwarder, DropsAndCountsWhatItCannotDeliver) {
   EXPECT_EQ(ForwardGsiDatagram(short_one).code(), EBADMSG);
   EXPECT_EQ(GsiForwarderCountersNow().dropped_not_cm, before.dropped_not_cm + 2);
   EXPECT_EQ(GsiForwarderCountersNow().forwarded, before.forwarded);
+}
+
+TEST_F(GsiForwarder, RequestForAnUnboundPortIsAnsweredToTheRequestersQp1) {
+  auto req = Mad(0x0010);
+  Put(&req, 8, 0x0102030405060708, 8);  // transaction id
+  Put(&req, 24, 0x0abc0001, 4);         // the requester's comm id
+  Put(&req, 32, (uint64_t(0x0106) << 16) | uint16_t(TestPort(4) | 1), 8);
+  GsiDatagram datagram = Datagram(req);
+  int replies = 0;
+  GsiDatagram answer;
+  std::array<uint8_t, 256> answer_mad{};
+  uint64_t before = GsiForwarderCountersNow().answered_no_listener;
+  EXPECT_EQ(ForwardGsiDatagram(datagram,
+                               [&](const GsiDatagram& a) {
+                                 ++replies;
+                                 answer = a;
+                                 ASSERT_EQ(a.payload.size(), answer_mad.size());
+                                 std::memcpy(answer_mad.data(), a.payload.data(), 256);
+                               })
+                .code(),
+            ECONNREFUSED);
+  ASSERT_EQ(replies, 1);
+  EXPECT_EQ(GsiForwarderCountersNow().answered_no_listener, before + 1);
+  EXPECT_EQ(answer.remote_gid, datagram.remote_gid);  // back to the requester
+  EXPECT_EQ(answer.local_gid, datagram.local_gid);    // from the address it asked
+  EXPECT_EQ(answer.qkey, kGsiQkeyValue);
+  // REJ (0x0012), same transaction, remote comm id = the requester's, reason 8.
+  EXPECT_EQ(answer_mad[17], 0x12);
+  EXPECT_EQ(0, std::memcmp(answer_mad.data() + 8, req.data() + 8, 8));
+  EXPECT_EQ(0, std::memcmp(answer_mad.data() + 28, req.data() + 24, 4));
+  EXPECT_EQ(answer_mad[34], 0);
+  EXPECT_EQ(answer_mad[35], 8);
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ DatagramTx TransmitDatagram(Engine& engine, Qp& qp, uint32_t index) {
 void OnUdPacket(Engine& engine, const InDatagram& datagram, const sr::PacketView& view) {
   Counters& c = GetCounters();
   const uint32_t qpn = view.headers.bth.dest_qp;
-  // QP1 (the CM's MADs) and multicast are not delivered over RoCE yet.
+  // QP1 (the CM's MADs) went to the GSI forwarder before (roce_gsi.h);
+  // multicast is not delivered over RoCE yet.
   Qp* qp = qpn == 1 || qpn == sr::kMulticastQpn ? nullptr : engine.LocalQp(qpn);
   if (!qp) {
     c.drop_no_qp.fetch_add(1, std::memory_order_relaxed);

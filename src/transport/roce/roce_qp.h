@@ -74,6 +74,7 @@ struct RoceQp {
 struct Counters {
   std::atomic<uint64_t> tx_packets{0};
   std::atomic<uint64_t> rx_packets{0};
+  std::atomic<uint64_t> rx_gsi{0};               // UD packets to QP1, handed to the GSI forwarder
   std::atomic<uint64_t> drop_short{0};           // EMSGSIZE
   std::atomic<uint64_t> drop_bad_icrc{0};        // EILSEQ
   std::atomic<uint64_t> drop_unknown_opcode{0};  // EOPNOTSUPP, or XRC/RD/CNP

@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "transport/engine.h"
+#include "transport/roce/roce_gsi.h"
 #include "transport/roce/roce_packets.h"
 #include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
@@ -180,6 +181,10 @@ void OnDatagram(Engine& engine, const InDatagram& datagram, std::vector<Qp*>* ac
   s = sr::VerifyIcrc(net, bytes);
   if (!s.ok()) return CountRefusal(s.code());
   const sr::TransportService service = view.info->service;
+  if (service == sr::TransportService::kUd && view.headers.bth.dest_qp == kGsiQpn) {
+    c.rx_gsi.fetch_add(1, std::memory_order_relaxed);
+    return OnGsiPacket(engine, view, net);  // the CM's MADs: QP1 is nobody's QP
+  }
   if (service == sr::TransportService::kUd) return OnUdPacket(engine, datagram, view);
   if (service != sr::TransportService::kRc && service != sr::TransportService::kUc) {
     c.drop_unknown_opcode.fetch_add(1, std::memory_order_relaxed);  // RD, CNP
