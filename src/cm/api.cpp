@@ -490,7 +490,10 @@ int CreateQpEx(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
     return Fail(err);
   }
   id->id.qp = qp;
-  id->id.qp_type = attr->qp_type;
+  // id->id.qp_type stays what the id was created with (rdma_create_id's port
+  // space, rdma_create_ep's ai_qp_type), as in librdmacm 44: it decides the
+  // connection's transport in the REQ, and the QP may differ (libfabric
+  // attaches an XRC initiator QP to an RDMA_PS_TCP id and connects it as RC).
   id->id.pd = qp->pd;  // as librdmacm: the id's PD is its QP's from now on
   if (int err = PrepareNewQp(id); err != 0) {
     ibv_destroy_qp(qp);

@@ -157,6 +157,9 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (!engine) return EIO;
   Qp& qp = *Qp::From(ibqp);
   if (qp.xrc_foreign) return EOPNOTSUPP;  // the QP lives in another process
+  // Before the QP stops: what reached it is executed and acknowledged, so
+  // that the flush overtakes neither (Engine::SettleBeforeError).
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR) engine->SettleBeforeError();
   std::lock_guard<SpinLock> lock(qp.lock);
   // The kernel drops, before any check, the attributes of the side an XRC
   // QP has not got (uverbs' modify_qp_mask): perftest -c XRC passes RC's

@@ -323,6 +323,12 @@ void Engine::DrainArrived() {
   FlushAcks();
 }
 
+void Engine::SettleBeforeError() {
+  for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
+  DrainArrived();
+  ring_->UnlockConsumer();
+}
+
 void Engine::SendOwed(Qp& qp, bool drain_own_ring) {
   uint64_t deadline = 0;
   for (int round = 0;; ++round) {

@@ -127,6 +127,13 @@ class Engine {
   void CountPoll() {
     app_polls_.store(app_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
+  // Before the application moves a QP to ERR (not holding any QP's lock):
+  // executes what already reached the ring and sends every ACK owed, none
+  // deferred. An HCA acknowledges a message as it arrives, long before
+  // software stops the QP, and an ACK that arrived must complete its send
+  // before the flush does (rdma_disconnect moves the QP to ERR just before
+  // its DREQ, which would otherwise overtake the ACK).
+  void SettleBeforeError();
   // A QP needs attention outside the inline path (ring full, RNR wait).
   void NeedService(Qp* qp);
   // Called when new sends are outstanding: makes sure the progress thread
