@@ -117,6 +117,13 @@ TEST(ForwardingPort, ForeignDatagramsReachTheirOwnerWithTheirAddresses) {
   EXPECT_EQ(b.port->counters().received_forwarded, 1u);
 }
 
+// The decorators answer for the port below (here the default: every address).
+TEST(ForwardingPort, AddressIsOursIsThePortBelows) {
+  Node a;
+  a.Open(UniquePrefix(), kIdA, OwnerOf);
+  EXPECT_TRUE(a.port->AddressIsOurs(in6_addr{}));
+}
+
 TEST(ForwardingPort, AVanishedOwnerCostsTheDatagramOnly) {
   Node a;
   a.Open(UniquePrefix(), kIdA, OwnerOf);

@@ -64,6 +64,9 @@ class FaultInjectingPort : public PacketPort {
 
   // The inner port's: a datagram held here makes no fd readable, see holding().
   int ReadableFd() const override { return inner_->ReadableFd(); }
+  bool AddressIsOurs(const in6_addr& address) const override {
+    return inner_->AddressIsOurs(address);
+  }
 
   FaultCounters send_counters() const;
   // These two read the receive side: from the thread that polls (or while

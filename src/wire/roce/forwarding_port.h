@@ -41,6 +41,9 @@ class ForwardingPort : public PacketPort {
   int Send(const OutDatagram* datagrams, int n) override { return inner_->Send(datagrams, n); }
   int Poll(const DatagramSink& sink, int max) override;
   int ReadableFd() const override { return epoll_fd_; }
+  bool AddressIsOurs(const in6_addr& address) const override {
+    return inner_->AddressIsOurs(address);
+  }
   PacketPort* inner() const { return inner_.get(); }
 
   struct Counters {

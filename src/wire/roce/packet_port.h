@@ -64,6 +64,11 @@ class PacketPort {
   // can sleep in poll/epoll until packets come), or -1 (then the engine
   // looks every millisecond while a QP uses the wire).
   virtual int ReadableFd() const { return -1; }
+  // Whether datagrams to this local address reach the ports of this user's
+  // processes (the UDP port: it bound the address; false when another user
+  // holds the address's UDP 4791, and a peer there is then reached over UDP
+  // like one on another host). Ports without addresses (tests) say true.
+  virtual bool AddressIsOurs(const in6_addr&) const { return true; }
 };
 
 }  // namespace softrdma::roce

@@ -77,7 +77,7 @@ class UdpPort : public PacketPort {
   // sockets, for a thread that wants to sleep until one comes.
   int ReadableFd() const override { return epoll_fd_; }
   // True when this port bound `address` (so packets to it reach our group).
-  bool AddressIsOurs(const in6_addr& address) const;
+  bool AddressIsOurs(const in6_addr& address) const override;
   const std::vector<in6_addr>& bound_addresses() const { return bound_; }
   // The UDP port the sockets are bound to (kRoceUdpPort unless a test chose).
   uint16_t port() const { return port_; }
