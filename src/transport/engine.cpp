@@ -5,8 +5,10 @@
 #include <cstring>
 #include <ctime>
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "transport/xrc.h"
 #include "util/clock.h"
 #include "util/config.h"
+#include "util/futex.h"
 #include "util/log.h"
 
 namespace softrdma {
@@ -208,6 +211,7 @@ Engine::~Engine() = default;
 void Engine::Shutdown() {
   death_watch_.Stop();
   stop_.store(true);
+  StopRoceWatch();
   if (thread_.joinable()) {
     ring_->Wake(shm::Ring::kWakeThread);  // the thread waits on the ring's word, whatever its state
     thread_.join();
@@ -1012,7 +1016,8 @@ void Engine::ThreadMain() {
       timeout = kBlockedRetryNs;
     // The RoCE port's packets do not wake this futex: look every tick while
     // a QP uses the wire (docs/design.md "RoCEv2 transport": progress).
-    if (roce && (!timeout || timeout > kRocePollNs)) timeout = kRocePollNs;
+    const bool roce_watched = roce && roce_watch_fd_ >= 0;
+    if (roce && !roce_watched && (!timeout || timeout > kRocePollNs)) timeout = kRocePollNs;
     thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
     // An application drain may have held ACKs back before it could see
     // that we sleep (DeferAcks): they must not wait for our wake-up.
@@ -1038,10 +1043,18 @@ void Engine::ThreadMain() {
     shm::Ring::HeadState head = ring_->Head();
     if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
       timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
-    if ((app_consumes || head != shm::Ring::HeadState::kReady) && !stop_.load())
+    if ((app_consumes || head != shm::Ring::HeadState::kReady) && !stop_.load()) {
+      if (roce_watched) {
+        // After PrepareToSleep: a datagram already waiting makes the
+        // watcher's poll() return at once, and its Wake() this Sleep.
+        roce_watch_armed_.store(1, std::memory_order_seq_cst);
+        FutexWakePrivate(&roce_watch_armed_);
+      }
       ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1,
                    app_consumes ? shm::Ring::kWakeThread
                                 : shm::Ring::kWakeThread | shm::Ring::kWakeConsumer);
+      if (roce_watched) roce_watch_armed_.store(0, std::memory_order_relaxed);
+    }
     if (!app_consumes) ring_->FinishSleep();
     thread_state_.store(kRunning, std::memory_order_relaxed);
   }
@@ -1056,6 +1069,8 @@ roce::PacketPort* Engine::OpenPacketPort() {
     if (!roce_port_)
       SOFTRDMA_LOG(kWarn, "no RoCE packet port: %s (peers on other hosts are unreachable)",
                    err.message().c_str());
+    else
+      StartRoceWatch();
     roce_port_ready_.store(true, std::memory_order_release);
   }
   return roce_port_.get();
@@ -1065,10 +1080,55 @@ void Engine::SetPacketPortForTesting(std::unique_ptr<roce::PacketPort> port) {
   std::lock_guard<std::mutex> lock(roce_port_mutex_);
   // Not while a poll uses the old one (the progress thread's).
   std::lock_guard<SpinLock> rx(roce_rx_lock_);
+  StopRoceWatch();  // it polls the old port's fd
   roce_port_ = std::move(port);
+  StartRoceWatch();
   roce_port_tried_ = true;
   roce_forced_for_testing_ = roce_port_ != nullptr;
   roce_port_ready_.store(true, std::memory_order_release);
+}
+
+void Engine::StartRoceWatch() {
+  const int fd = roce_port_ ? roce_port_->ReadableFd() : -1;
+  if (fd < 0 || roce_watch_thread_.joinable()) return;
+  roce_watch_stop_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (roce_watch_stop_ < 0) return;  // the progress thread polls every ms instead
+  roce_watch_quit_.store(false);
+  roce_watch_fd_ = fd;
+  roce_watch_thread_ = std::thread([this] { RoceWatchMain(); });
+}
+
+void Engine::StopRoceWatch() {
+  if (!roce_watch_thread_.joinable()) return;
+  roce_watch_quit_.store(true);
+  const uint64_t one = 1;
+  if (write(roce_watch_stop_, &one, sizeof one) < 0) {
+    // An eventfd write fails only on overflow: it is readable then anyway.
+  }
+  roce_watch_armed_.store(1);
+  FutexWakePrivate(&roce_watch_armed_);
+  roce_watch_thread_.join();
+  close(roce_watch_stop_);
+  roce_watch_stop_ = -1;
+  roce_watch_fd_ = -1;
+  roce_watch_armed_.store(0);
+}
+
+// Blocked (futex, then poll) unless the progress thread sleeps and a datagram
+// comes: never runnable next to a polling application.
+void Engine::RoceWatchMain() {
+  prctl(PR_SET_NAME, "softrdma-rocew", 0, 0, 0);
+  while (!roce_watch_quit_.load(std::memory_order_relaxed)) {
+    if (roce_watch_armed_.load(std::memory_order_seq_cst) == 0) {
+      FutexWaitPrivate(&roce_watch_armed_, 0, 0);
+      continue;
+    }
+    pollfd fds[2] = {{roce_watch_fd_, POLLIN, 0}, {roce_watch_stop_, POLLIN, 0}};
+    if (poll(fds, 2, -1) <= 0 || (fds[1].revents & POLLIN)) continue;
+    // A datagram waits: the progress thread takes it (if it still sleeps;
+    // else it is awake or the application polls, and will find it).
+    if (roce_watch_armed_.exchange(0, std::memory_order_seq_cst)) ring_->Wake(shm::Ring::kWakeThread);
+  }
 }
 
 bool Engine::roce_forced() const {

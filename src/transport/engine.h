@@ -307,6 +307,19 @@ class Engine {
   bool roce_forced_for_testing_ = false;
   std::atomic<bool> roce_active_{false};
   SpinLock roce_rx_lock_;
+  // The port's readable fd, watched while the progress thread sleeps
+  // (RoceWatchMain): set to 1 before a sleep, cleared after; the watcher
+  // waits on it (futex) while 0, and in poll() on the fd while 1, and wakes
+  // the thread through the ring's word when a datagram comes. So an idle
+  // process sleeps without a timer, and a polling one pays nothing.
+  std::atomic<uint32_t> roce_watch_armed_{0};
+  std::atomic<int> roce_watch_fd_{-1};  // the port's ReadableFd(), -1: none (poll every ms)
+  int roce_watch_stop_ = -1;            // eventfd that ends the watcher's poll()
+  std::atomic<bool> roce_watch_quit_{false};
+  std::thread roce_watch_thread_;
+  void RoceWatchMain();
+  void StartRoceWatch();
+  void StopRoceWatch();
 };
 
 }  // namespace softrdma

@@ -12,6 +12,9 @@
 #include <random>
 #include <vector>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include "wire/roce/packet_port.h"
 
 namespace softrdma::testing {
@@ -28,7 +31,14 @@ class FakePacketPort : public roce::PacketPort {
   // Datagrams for which this returns true are dropped (e.g. "the 3rd packet").
   using DropIf = std::function<bool(const std::vector<uint8_t>& udp_payload, uint64_t index)>;
 
-  explicit FakePacketPort(Faults faults = {}) : faults_(faults), random_(faults.seed) {}
+  // with_fd: ReadableFd() is an eventfd readable while datagrams wait (as
+  // the UDP port's), so the engine's fd watcher is exercised.
+  explicit FakePacketPort(Faults faults = {}, bool with_fd = false)
+      : faults_(faults), random_(faults.seed), fd_(with_fd ? eventfd(0, EFD_NONBLOCK) : -1) {}
+  ~FakePacketPort() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  int ReadableFd() const override { return fd_; }
 
   void SetFaults(Faults f) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -43,6 +53,11 @@ class FakePacketPort : public roce::PacketPort {
   void Inject(const std::vector<uint8_t>& bytes, const in6_addr& from, const in6_addr& local) {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(Datagram{from, roce::kRoceUdpPort, local, bytes});
+    if (fd_ >= 0) {
+      const uint64_t one = 1;
+      if (write(fd_, &one, sizeof one) < 0) {
+      }
+    }
   }
   uint64_t sent() const { return sent_; }
   uint64_t dropped() const { return dropped_; }
@@ -67,6 +82,12 @@ class FakePacketPort : public roce::PacketPort {
       if (queue_.size() >= 2 && Chance(faults_.reorder))
         std::swap(queue_[queue_.size() - 1], queue_[queue_.size() - 2]);
     }
+    if (fd_ >= 0 && !queue_.empty()) {
+      const uint64_t one = 1;
+      if (write(fd_, &one, sizeof one) < 0) {
+        // Only on overflow: readable anyway.
+      }
+    }
     return n;
   }
 
@@ -77,6 +98,13 @@ class FakePacketPort : public roce::PacketPort {
       while (!queue_.empty() && static_cast<int>(batch.size()) < max) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
+      }
+      // Under the lock that Send writes it under: readable iff queued.
+      if (fd_ >= 0 && queue_.empty()) {
+        uint64_t count = 0;
+        if (read(fd_, &count, sizeof count) < 0) {
+          // EAGAIN: nothing was signalled.
+        }
       }
     }
     // Without the lock: the sink sends (ACKs, responses).
@@ -109,6 +137,7 @@ class FakePacketPort : public roce::PacketPort {
   DropIf drop_if_;
   std::deque<Datagram> queue_;
   uint64_t sent_ = 0, dropped_ = 0;
+  int fd_ = -1;
 };
 
 }  // namespace softrdma::testing
