@@ -59,6 +59,11 @@ constexpr uint32_t kPollsBeforeBusyPolling = 256;
 // How often the progress thread polls the RoCE port while a QP uses it and
 // the application does not poll.
 constexpr uint64_t kRocePollNs = 1000000;  // 1 ms
+// After this many empty polls of the RoCE port in a row, verbs calls look
+// only at every kRoceIdlePollStride-th call (a few microseconds of latency
+// at most for a busy poller; the progress thread's looks are not thinned).
+constexpr uint32_t kRoceIdlePolls = 1024;
+constexpr uint32_t kRoceIdlePollStride = 16;
 // Datagrams taken from the RoCE port per poll.
 constexpr int kRocePollBatch = 64;
 // How often a record stuck half-written at the head of the ring is looked at.
@@ -501,7 +506,7 @@ void Engine::CountPollAfterArm() {
 
 void Engine::ProgressSlow() {
   DrainRing(/*by_app=*/true);
-  if (roce_active_.load(std::memory_order_relaxed)) PollRoce();
+  if (roce_active_.load(std::memory_order_relaxed)) PollRoce(/*by_app=*/true);
   if (service_pending_.load(std::memory_order_relaxed)) {
     uint64_t next = 0;
     ServiceQps(NowNs(), &next);
@@ -1135,7 +1140,13 @@ bool Engine::roce_forced() const {
   return roce_forced_for_testing_ || transport::roce::WireForcedToRoce();
 }
 
-bool Engine::PollRoce() {
+bool Engine::PollRoce(bool by_app) {
+  // Racy by design: a heuristic shared by the pollers.
+  const uint32_t empty = roce_empty_polls_.load(std::memory_order_relaxed);
+  if (by_app && empty >= kRoceIdlePolls) {
+    roce_empty_polls_.store(empty + 1, std::memory_order_relaxed);
+    if ((empty & (kRoceIdlePollStride - 1)) != 0) return false;
+  }
   if (!packet_port() || !roce_rx_lock_.try_lock()) return false;
   roce::PacketPort* port = roce_port_.get();  // under the lock: a test may swap it
   if (!port) {
@@ -1152,6 +1163,10 @@ bool Engine::PollRoce() {
     transport::roce::SendOwedAck(*this, *qp);
   }
   roce_rx_lock_.unlock();
+  if (n > 0)
+    roce_empty_polls_.store(0, std::memory_order_relaxed);
+  else if (empty < kRoceIdlePolls)
+    roce_empty_polls_.store(empty + 1, std::memory_order_relaxed);
   return n > 0;
 }
 

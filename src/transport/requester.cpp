@@ -322,13 +322,11 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
 }  // namespace
 
 void ChooseWire(Engine& engine, Qp& qp) {
-  // UD chooses per datagram (datagram.cpp); with SOFTRDMA_WIRE=roce it
-  // listens on the RoCE wire from RTR on, as its peers send to it there.
-  // A GSI agent (the CM's QP1 sender) reads it from RTR too: MADs from other
-  // hosts for this host's QP1 arrive there before any QP of the process
-  // talks to them (a listening server).
+  // UD chooses per datagram (datagram.cpp), and listens on the RoCE wire
+  // from RTR on (if the port can be opened): its first datagram may come
+  // from another host (a listening server; the CM's GSI agent too).
   if (qp.type == IBV_QPT_UD) {
-    if ((engine.roce_forced() || qp.gsi_agent) && engine.packet_port()) engine.ActivateRoce();
+    if (engine.packet_port()) engine.ActivateRoce();
     return;
   }
   const bool local = Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid);
