@@ -1040,6 +1040,14 @@ void Engine::ThreadMain() {
     uint32_t word = ring_->PrepareToWait();
     const bool app_consumes = direct_waiter_.load(std::memory_order_seq_cst) != nullptr;
     if (!app_consumes) ring_->AnnounceSleep();
+    // A QP took the RoCE wire since the top of this round: its kick
+    // (ActivateRoce's Wake) may have come before PrepareToWait, so look
+    // again rather than sleep without polling the port or arming the watcher.
+    if (!roce && roce_active_.load(std::memory_order_seq_cst)) {
+      if (!app_consumes) ring_->FinishSleep();
+      thread_state_.store(kRunning, std::memory_order_relaxed);
+      continue;
+    }
     // A producer between reserve and commit with nobody reserving after it
     // is invisible at the head until its claim is in the seq word: put it
     // there, so that the record reads as pending and Peek can tell if that
@@ -1119,20 +1127,25 @@ void Engine::StopRoceWatch() {
   roce_watch_armed_.store(0);
 }
 
-// Blocked (futex, then poll) unless the progress thread sleeps and a datagram
-// comes: never runnable next to a polling application.
+// Blocked in poll() on the port's fd; after a datagram, blocked on the
+// futex until the progress thread sleeps again. Runnable once per datagram
+// burst that finds the thread asleep or the watcher in poll(): never for
+// each packet of a polling application.
 void Engine::RoceWatchMain() {
   prctl(PR_SET_NAME, "softrdma-rocew", 0, 0, 0);
   while (!roce_watch_quit_.load(std::memory_order_relaxed)) {
-    if (roce_watch_armed_.load(std::memory_order_seq_cst) == 0) {
+    pollfd fds[2] = {{roce_watch_fd_.load(), POLLIN, 0}, {roce_watch_stop_, POLLIN, 0}};
+    if (poll(fds, 2, -1) <= 0) continue;
+    if (fds[1].revents & POLLIN) break;
+    // A datagram waits: the progress thread takes it if it sleeps (else it
+    // is awake, or the application polls, and finds it). Then wait until
+    // the thread sleeps again, having drained the port meanwhile: the fd
+    // stays readable until then, and polling it would spin.
+    if (roce_watch_armed_.exchange(0, std::memory_order_seq_cst))
+      ring_->Wake(shm::Ring::kWakeThread);
+    while (roce_watch_armed_.load(std::memory_order_seq_cst) == 0 &&
+           !roce_watch_quit_.load(std::memory_order_relaxed))
       FutexWaitPrivate(&roce_watch_armed_, 0, 0);
-      continue;
-    }
-    pollfd fds[2] = {{roce_watch_fd_, POLLIN, 0}, {roce_watch_stop_, POLLIN, 0}};
-    if (poll(fds, 2, -1) <= 0 || (fds[1].revents & POLLIN)) continue;
-    // A datagram waits: the progress thread takes it (if it still sleeps;
-    // else it is awake or the application polls, and will find it).
-    if (roce_watch_armed_.exchange(0, std::memory_order_seq_cst)) ring_->Wake(shm::Ring::kWakeThread);
   }
 }
 

@@ -3,9 +3,9 @@
 # (network namespaces on a veth pair, each with its own /dev/shm: nothing but
 # RoCEv2 over UDP joins them), each pair checked by its exit status:
 # ibv_rc_pingpong -g 0 --chk at 1 B, 4 KiB and 64 KiB, ibv_uc_pingpong,
-# ibv_srq_pingpong, ibv_ud_pingpong 1 KiB, and perftest ib_send_lat (RC, UC)
-# and ib_send_bw 64 KiB. (The perftest WRITE/READ/atomic tests do not pass
-# yet: docs/design.md, "RoCEv2 wire".)
+# ibv_srq_pingpong, ibv_ud_pingpong 1 KiB, and perftest ib_send_lat (RC, UC),
+# ib_send_bw 64 KiB, ib_write_lat/ib_read_lat 8 B, ib_write_bw/ib_read_bw
+# 64 KiB, ib_atomic_lat and ib_atomic_bw.
 #   verbs_two_hosts.sh LIBDIR
 source "$(dirname "$0")/lib.sh"
 libdir=$1
@@ -46,4 +46,10 @@ pair ibv_ud_pingpong -p ibv_ud_pingpong -g 0 -n 100 -s 1024
 pair "ib_send_lat RC" -p ib_send_lat -x 0 -s 8 -n 1000
 pair "ib_send_lat UC" -p ib_send_lat -x 0 -s 8 -n 1000 -c UC
 pair "ib_send_bw 64 KiB" -p ib_send_bw -x 0 -s 65536 -n 200
+pair "ib_write_lat" -p ib_write_lat -x 0 -s 8 -n 1000
+pair "ib_write_bw 64 KiB" -p ib_write_bw -x 0 -s 65536 -n 200
+pair "ib_read_lat" -p ib_read_lat -x 0 -s 8 -n 1000
+pair "ib_read_bw 64 KiB" -p ib_read_bw -x 0 -s 65536 -n 200
+pair "ib_atomic_lat" -p ib_atomic_lat -x 0 -n 1000
+pair "ib_atomic_bw" -p ib_atomic_bw -x 0 -n 1000
 echo "PASS"

@@ -78,6 +78,8 @@ void RnrNak(Engine& engine, Qp& qp, uint32_t psn) {
 // A request the responder cannot execute: RC NAKs it and the QP goes to ERR
 // (rc-transport.md §4.6); UC drops the message.
 void Fatal(Engine& engine, Qp& qp, uint32_t psn, uint8_t syndrome) {
+  SOFTRDMA_LOG(kInfo, "QP %u: request PSN %u refused (NAK 0x%02x)", qp.qpx.qp_base.qp_num, psn,
+               syndrome);
   qp.roce->in_message = InMessage::kNone;
   if (qp.type == IBV_QPT_UC) return;
   Nak(engine, qp, psn, syndrome);

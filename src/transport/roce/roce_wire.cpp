@@ -139,6 +139,7 @@ bool SendPacketTo(Engine& engine, const NetworkHeaders& net, const IpEndpoint& t
 namespace {
 
 void CountRefusal(int code) {
+  SOFTRDMA_LOG(kDebug, "RoCE: datagram refused by the codec: %s", strerror(code));
   Counters& c = GetCounters();
   switch (code) {
     case EMSGSIZE:
@@ -192,6 +193,8 @@ void OnDatagram(Engine& engine, const InDatagram& datagram, std::vector<Qp*>* ac
   }
   Qp* qp = engine.LocalQp(view.headers.bth.dest_qp);
   if (!qp) {
+    SOFTRDMA_LOG(kDebug, "RoCE: opcode 0x%02x for QP %u, which is not ours: dropped",
+                 view.headers.bth.opcode, view.headers.bth.dest_qp);
     c.drop_no_qp.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -205,10 +208,14 @@ void OnDatagram(Engine& engine, const InDatagram& datagram, std::vector<Qp*>* ac
   // peer's address (RC/UC packets carry no source QP number).
   if (!ServiceMatches(service, qp->type) ||
       memcmp(datagram.from.addr.s6_addr, rq->to.addr.s6_addr, 16) != 0) {
+    SOFTRDMA_LOG(kDebug, "RoCE: opcode 0x%02x for QP %u from another sender or service: dropped",
+                 view.headers.bth.opcode, view.headers.bth.dest_qp);
     c.drop_wrong_qp.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   if (!sr::CheckPayloadForPathMtu(*view.info, view.payload.size(), rq->mtu).ok()) {
+    SOFTRDMA_LOG(kDebug, "RoCE: %s with %zu payload bytes at path MTU %u: dropped", view.info->name,
+                 view.payload.size(), rq->mtu);
     c.drop_bad_header.fetch_add(1, std::memory_order_relaxed);
     return;
   }
