@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "core/qp.h"
 #include "transport/engine.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -37,8 +38,19 @@ int Cq::depth() const {
 
 void Cq::Overrun(const ibv_wc& lost) {
   // A real CQ overruns: the completion is lost and the CQ reports an
-  // asynchronous error. Report it once.
-  if (overrun_ || ignore_overrun_) return;
+  // asynchronous error, once. The QP whose completion was lost cannot go on
+  // either (a "local work queue catastrophic error"): it enters ERR with
+  // IBV_EVENT_QP_FATAL, outside this CQ's lock (its flush completions come
+  // back here).
+  if (ignore_overrun_) return;
+  if (Engine* engine = Engine::Current()) {
+    if (Qp* qp = engine->LocalQp(lost.qp_num)) {
+      qp->cq_overrun.store(true, std::memory_order_relaxed);
+      engine->NeedService(qp);
+      engine->WatchTimers();  // the progress thread serves it if nobody polls
+    }
+  }
+  if (overrun_) return;
   overrun_ = true;
   SOFTRDMA_LOG(kWarn, "CQ %p overrun: completion for wr_id %llu lost", (void*)this,
                (unsigned long long)lost.wr_id);

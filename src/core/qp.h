@@ -182,6 +182,10 @@ class Qp {
   bool srq_wqe_held = false;
   bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED raised
   bool comm_established = false;  // IBV_EVENT_COMM_EST raised (a request met the QP in RTR)
+  // A completion of this QP was lost to a full CQ (core/cq.cpp): the QP
+  // enters ERR with IBV_EVENT_QP_FATAL at its next service (set by whichever
+  // thread pushed the completion).
+  std::atomic<bool> cq_overrun{false};
   // --- XRC target (transport/xrc.cpp): no PD, no CQs; `srq` is bound per
   // message to the SRQ the sender names, and recv_cq to that SRQ's CQ.
   Xrcd* xrcd = nullptr;

@@ -426,8 +426,34 @@ void Transmit(Engine& engine, Qp& qp) {
   qp.tx_blocked = false;
 }
 
+namespace {
+
+// The QP lost a completion to a full CQ (Cq::Overrun): ERR and
+// IBV_EVENT_QP_FATAL, once, after the service above sent what it owed
+// (an ACK for the message whose completion was lost).
+bool EnterFatalAfterCqOverrun(Engine& engine, Qp& qp) {
+  qp.cq_overrun.store(false, std::memory_order_relaxed);
+  if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET) return false;
+  EnterError(engine, qp);
+  PostAsyncEvent(qp.ctx, IBV_EVENT_QP_FATAL, qp.verbs());
+  return true;
+}
+
+bool ServiceShm(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
+
+}  // namespace
+
 bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
-  if (qp.roce) return roce::Service(engine, qp, now, deadline);
+  bool did =
+      qp.roce ? roce::Service(engine, qp, now, deadline) : ServiceShm(engine, qp, now, deadline);
+  if (qp.cq_overrun.load(std::memory_order_relaxed)) [[unlikely]]
+    did |= EnterFatalAfterCqOverrun(engine, qp);
+  return did;
+}
+
+namespace {
+
+bool ServiceShm(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   bool did = false;
   // Two-copy READ/atomic responses waiting for ring space go first (before
   // any ACK that would overtake them).
@@ -458,5 +484,7 @@ bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   }
   return did;
 }
+
+}  // namespace
 
 }  // namespace softrdma::transport

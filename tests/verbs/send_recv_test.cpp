@@ -463,8 +463,31 @@ TEST_F(SendRecv, SharedCqPolledByTwoThreadsGivesEachCompletionOnce) {
   EXPECT_EQ(ibv_destroy_cq(shared), 0);
 }
 
+// The next `n` async events of ctx (fewer if they do not come within
+// timeout_ms), each acknowledged, while polling `drive` so that this
+// process makes progress. The async fd must be non-blocking.
+std::vector<ibv_async_event> NextAsyncEvents(ibv_context* ctx, ibv_cq* drive, size_t n,
+                                             int timeout_ms) {
+  std::vector<ibv_async_event> events;
+  pollfd pfd{ctx->async_fd, POLLIN, 0};
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  while (events.size() < n && NowMs() < deadline) {
+    ibv_wc wc;
+    ibv_poll_cq(drive, 1, &wc);
+    if (poll(&pfd, 1, 10) != 1) continue;
+    ibv_async_event ev{};
+    if (ibv_get_async_event(ctx, &ev) != 0) break;
+    events.push_back(ev);
+    ibv_ack_async_event(&ev);
+  }
+  return events;
+}
+
 // A CQ that fills up loses the completions that do not fit and reports
-// IBV_EVENT_CQ_ERR, once; the completions it holds stay intact.
+// IBV_EVENT_CQ_ERR, once; the completions it holds stay intact. The QP whose
+// completion was lost enters ERR with IBV_EVENT_QP_FATAL (a local work queue
+// catastrophic error, as an HCA reports it), after it acknowledged the
+// message it executed.
 TEST_F(SendRecv, FullCqReportsCqErrOnceAndKeepsWhatItHolds) {
   ibv_cq* small = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
   ASSERT_NE(small, nullptr);
@@ -483,25 +506,29 @@ TEST_F(SendRecv, FullCqReportsCqErrOnceAndKeepsWhatItHolds) {
     ibv_sge d{reinterpret_cast<uintptr_t>(&dst[i]), 4, md->lkey};
     ASSERT_EQ(PostRecv(y, static_cast<uint64_t>(i), &d, 1), 0);
   }
-  for (int i = 0; i < 6; ++i) {
+  // Five messages: four completions fit, the fifth is lost.
+  for (int i = 0; i < 5; ++i) {
     ibv_sge s{reinterpret_cast<uintptr_t>(&src[i]), 4, ms->lkey};
     ASSERT_EQ(PostSend(x, static_cast<uint64_t>(100 + i), &s, 1), 0);
   }
-  // The sends complete (the responder executed every message).
-  auto sw = PollN(cq_a, 6);
-  ASSERT_EQ(sw.size(), 6u);
+  // The sends complete (the responder executed and acknowledged every message).
+  auto sw = PollN(cq_a, 5);
+  ASSERT_EQ(sw.size(), 5u);
   for (const ibv_wc& wc : sw) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(dst[4], 14u);
 
   const int flags = fcntl(ctx->async_fd, F_GETFL);
   ASSERT_EQ(fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
-  pollfd pfd{ctx->async_fd, POLLIN, 0};
-  ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "no IBV_EVENT_CQ_ERR";
-  ibv_async_event ev{};
-  ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
-  EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
-  EXPECT_EQ(ev.element.cq, small);
-  ibv_ack_async_event(&ev);
-  EXPECT_EQ(poll(&pfd, 1, 100), 0) << "a second event for the same overrun";
+  auto events = NextAsyncEvents(ctx, cq_a, 3, 2000);
+  ASSERT_EQ(events.size(), 2u) << "CQ_ERR and QP_FATAL, and nothing for the flushed receive";
+  EXPECT_EQ(events[0].event_type, IBV_EVENT_CQ_ERR);
+  EXPECT_EQ(events[0].element.cq, small);
+  EXPECT_EQ(events[1].event_type, IBV_EVENT_QP_FATAL);
+  EXPECT_EQ(events[1].element.qp, y);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(y, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
 
   auto rw = PollN(small, 6, 500);
   ASSERT_EQ(rw.size(), 4u);
@@ -511,6 +538,55 @@ TEST_F(SendRecv, FullCqReportsCqErrOnceAndKeepsWhatItHolds) {
     EXPECT_EQ(rw[i].byte_len, 4u);
     EXPECT_EQ(rw[i].qp_num, y->qp_num);
   }
+  EXPECT_EQ(ibv_destroy_qp(x), 0);
+  EXPECT_EQ(ibv_destroy_qp(y), 0);
+  EXPECT_EQ(ibv_destroy_cq(small), 0);
+  ASSERT_EQ(fcntl(ctx->async_fd, F_SETFL, flags), 0);
+}
+
+// The requester's side: a send CQ too small for the signaled sends loses
+// the fifth completion; that QP is the one that goes fatal.
+TEST_F(SendRecv, FullSendCqMakesTheSendingQpFatal) {
+  ibv_cq* small = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  ASSERT_NE(small, nullptr);
+  QpParams p;
+  ibv_qp* x = CreateRcQp(pd, small, cq_a, p);
+  ibv_qp* y = CreateRcQp(pd, cq_b, cq_b, p);
+  ASSERT_TRUE(x && y);
+  ASSERT_EQ(ToInit(x), 0);
+  ASSERT_EQ(ToInit(y), 0);
+  ASSERT_EQ(Connect(ctx, x, gid, y->qp_num, p), 0);
+  ASSERT_EQ(Connect(ctx, y, gid, x->qp_num, p), 0);
+  uint64_t src[5] = {1, 2, 3, 4, 5}, dst[5] = {};
+  ibv_mr* ms = Reg(src, sizeof src);
+  ibv_mr* md = Reg(dst, sizeof dst);
+  for (int i = 0; i < 5; ++i) {
+    ibv_sge d{reinterpret_cast<uintptr_t>(&dst[i]), 8, md->lkey};
+    ASSERT_EQ(PostRecv(y, static_cast<uint64_t>(i), &d, 1), 0);
+  }
+  for (int i = 0; i < 5; ++i) {
+    ibv_sge s{reinterpret_cast<uintptr_t>(&src[i]), 8, ms->lkey};
+    ASSERT_EQ(PostSend(x, static_cast<uint64_t>(100 + i), &s, 1), 0);
+  }
+  auto rw = PollN(cq_b, 5);
+  ASSERT_EQ(rw.size(), 5u);
+  for (const ibv_wc& wc : rw) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+
+  const int flags = fcntl(ctx->async_fd, F_GETFL);
+  ASSERT_EQ(fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+  auto events = NextAsyncEvents(ctx, cq_a, 3, 2000);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].event_type, IBV_EVENT_CQ_ERR);
+  EXPECT_EQ(events[0].element.cq, small);
+  EXPECT_EQ(events[1].event_type, IBV_EVENT_QP_FATAL);
+  EXPECT_EQ(events[1].element.qp, x);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(x, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+  ASSERT_EQ(ibv_query_qp(y, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);  // the responder is not concerned
+  EXPECT_EQ(PollN(small, 8, 200).size(), 4u);
   EXPECT_EQ(ibv_destroy_qp(x), 0);
   EXPECT_EQ(ibv_destroy_qp(y), 0);
   EXPECT_EQ(ibv_destroy_cq(small), 0);
