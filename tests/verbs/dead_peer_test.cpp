@@ -98,7 +98,10 @@ TEST_P(DeadPeer, KilledTargetFailsWithRetryExceededThenFlush) {
   ibv_cq* cq = ibv_create_cq(ctx, 256, nullptr, nullptr, 0);
   QpParams p;
   p.max_send_wr = 128;
-  p.timeout = 10;  // 4.2 ms per try
+  // 33.5 ms per try, a bound of 135 ms: long enough that a loaded 2-CPU
+  // machine's scheduling of the death watch (seen up to 30 ms late) stays
+  // inside it, while the 1.5 s after the kill still post many WQEs past it.
+  p.timeout = 13;
   p.retry_cnt = 3;
   ibv_qp* qp = pd && cq ? CreateRcQp(pd, cq, cq, p) : nullptr;
   ASSERT_NE(qp, nullptr);
