@@ -22,10 +22,12 @@
 #include "core/verbs.h"
 #include "fake_packet_port.h"
 #include "host/gsi_forwarder.h"
+#include "host/registry.h"
 #include "transport/engine.h"
 #include "util/clock.h"
 #include "util/gsi_route.h"
 #include "wire/roce/packet.h"
+#include "wire/shm/shm_region.h"
 
 namespace softrdma {
 namespace {
@@ -71,6 +73,8 @@ class RoceGsi : public ::testing::Test {
   static void SetUpTestSuite() {
     setenv("SOFTRDMA_NAMESPACE", ("ut" + std::to_string(getpid())).c_str(), 1);
   }
+  // The engine attached to that namespace's registry: remove it.
+  static void TearDownTestSuite() { shm::ShmRegion::Unlink(Registry::RegistryName()); }
   void SetUp() override {
     Status err;
     engine_ = Engine::Get(&err);

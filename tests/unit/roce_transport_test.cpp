@@ -3,10 +3,12 @@
 // packet goes through the codec, the ICRC and the requester / responder /
 // completer; the shm wire is not used (Engine::SetPacketPortForTesting).
 #include <endian.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,10 +16,12 @@
 
 #include "core/verbs.h"
 #include "fake_packet_port.h"
+#include "host/registry.h"
 #include "transport/engine.h"
 #include "transport/roce/roce_qp.h"
 #include "util/clock.h"
 #include "wire/roce/packet.h"
+#include "wire/shm/shm_region.h"
 
 namespace softrdma {
 namespace {
@@ -47,6 +51,12 @@ struct QpOptions {
 
 class RoceTransport : public ::testing::Test {
  protected:
+  // A namespace of this test process's own, removed at the end: the engine
+  // must neither attach to the user's default registry nor leave one behind.
+  static void SetUpTestSuite() {
+    setenv("SOFTRDMA_NAMESPACE", ("ut" + std::to_string(getpid())).c_str(), 1);
+  }
+  static void TearDownTestSuite() { shm::ShmRegion::Unlink(Registry::RegistryName()); }
   virtual bool WithFd() const { return false; }
   void SetUp() override {
     Status err;
