@@ -20,6 +20,7 @@
 #include "../verbs/process_pipes.h"
 #include "core/qp.h"
 #include "core/verbs.h"
+#include "engine_test_support.h"
 #include "host/registry.h"
 #include "transport/engine.h"
 #include "transport/messages.h"
@@ -32,15 +33,7 @@ namespace softrdma {
 namespace {
 
 using namespace softrdma::verbs;
-
-int LoopbackGid(ibv_context* ctx) {
-  static const uint8_t lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
-  for (int i = 0; i < 16; ++i) {
-    ibv_gid g{};
-    if (QueryGid(ctx, 1, i, &g) == 0 && memcmp(g.raw, lo, 16) == 0) return i;
-  }
-  return -1;
-}
+using testing::LoopbackGid;
 
 // INIT -> RTR -> RTS towards `dest` over the loopback GID.
 int ToRtsOn(ibv_context* ctx, int gid, ibv_qp* qp, uint32_t dest, uint8_t rnr_retry,
@@ -202,9 +195,9 @@ class DeferredAckTest : public ::testing::Test {
   static void SetUpTestSuite() {
     // The config is read once per process: same namespace scheme as the
     // other unit tests of this binary.
-    setenv("SOFTRDMA_NAMESPACE", ("ut" + std::to_string(getpid())).c_str(), 1);
+    testing::UseOwnNamespace();
   }
-  static void TearDownTestSuite() { shm::ShmRegion::Unlink(Registry::RegistryName()); }
+  static void TearDownTestSuite() { testing::RemoveOwnRegistry(); }
 
   void SetUp() override {
     int n = 0;

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "core/verbs.h"
+#include "engine_test_support.h"
 #include "fake_packet_port.h"
 #include "host/gsi_forwarder.h"
 #include "host/registry.h"
@@ -34,19 +35,11 @@ namespace {
 
 using namespace softrdma::verbs;
 using testing::FakePacketPort;
+using testing::LoopbackGid;
 
 constexpr uint16_t kTcpPs = 0x0106;
 // Another host's address (TEST-NET-1): not in our GID table.
 constexpr uint8_t kOtherHost[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 99};
-
-int LoopbackGid(ibv_context* ctx) {
-  static const uint8_t lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
-  for (int i = 0; i < 16; ++i) {
-    ibv_gid g{};
-    if (QueryGid(ctx, 1, i, &g) == 0 && memcmp(g.raw, lo, 16) == 0) return i;
-  }
-  return -1;
-}
 
 // A bound abstract socket with a CM name, as the CM's.
 class CmSocket {
@@ -70,11 +63,9 @@ class CmSocket {
 
 class RoceGsi : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    setenv("SOFTRDMA_NAMESPACE", ("ut" + std::to_string(getpid())).c_str(), 1);
-  }
+  static void SetUpTestSuite() { testing::UseOwnNamespace(); }
   // The engine attached to that namespace's registry: remove it.
-  static void TearDownTestSuite() { shm::ShmRegion::Unlink(Registry::RegistryName()); }
+  static void TearDownTestSuite() { testing::RemoveOwnRegistry(); }
   void SetUp() override {
     Status err;
     engine_ = Engine::Get(&err);

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "core/verbs.h"
+#include "engine_test_support.h"
 #include "fake_packet_port.h"
 #include "host/registry.h"
 #include "transport/engine.h"
@@ -28,16 +29,8 @@ namespace {
 
 using namespace softrdma::verbs;
 using testing::FakePacketPort;
+using testing::LoopbackGid;
 namespace tr = transport::roce;
-
-int LoopbackGid(ibv_context* ctx) {
-  static const uint8_t lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
-  for (int i = 0; i < 16; ++i) {
-    ibv_gid g{};
-    if (QueryGid(ctx, 1, i, &g) == 0 && memcmp(g.raw, lo, 16) == 0) return i;
-  }
-  return -1;
-}
 
 struct QpOptions {
   ibv_qp_type type = IBV_QPT_RC;
@@ -53,10 +46,8 @@ class RoceTransport : public ::testing::Test {
  protected:
   // A namespace of this test process's own, removed at the end: the engine
   // must neither attach to the user's default registry nor leave one behind.
-  static void SetUpTestSuite() {
-    setenv("SOFTRDMA_NAMESPACE", ("ut" + std::to_string(getpid())).c_str(), 1);
-  }
-  static void TearDownTestSuite() { shm::ShmRegion::Unlink(Registry::RegistryName()); }
+  static void SetUpTestSuite() { testing::UseOwnNamespace(); }
+  static void TearDownTestSuite() { testing::RemoveOwnRegistry(); }
   virtual bool WithFd() const { return false; }
   void SetUp() override {
     Status err;
