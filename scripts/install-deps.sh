@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config   # toolchain
   libibverbs-dev librdmacm-dev       # rdma-core 44 headers: our ABI contract
-  zlib1g-dev                         # crc32 for the RoCEv2 ICRC
+  zlib1g-dev libisal-dev             # the RoCEv2 ICRC: ISA-L's CRC-32, zlib's CRC combination
   libgtest-dev googletest            # unit tests
   ibverbs-utils perftest rdmacm-utils  # unmodified programs the tests run
   python3-pyverbs                    # rdma-core's conformance suite (tests/conformance)

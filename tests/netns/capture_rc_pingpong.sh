@@ -4,8 +4,12 @@
 # tshark as InfiniBand over UDP 4791 with no malformed packet: RC SEND
 # FIRST/MIDDLE/LAST and ACKs, and in each direction the request PSNs in
 # sequence (each the next new one, or an earlier one sent again: never a jump
-# ahead) and all there; softrdma_roce_icrc finds every ICRC good. Skipped
-# without tshark/dumpcap.
+# ahead) and all there; softrdma_roce_icrc finds every ICRC good. A message's
+# packets leave in UDP GSO sends, which the veths segment before the capture
+# point (gso_max_segs 1), as a NIC puts them on the wire: the kernel numbers
+# the segments' IPv4 IDs 0, 1, 2..., so good ICRCs on packets with IDs other
+# than 0 (required) show that the sender fixed each segment's ICRC for the
+# ID it got. Skipped without tshark/dumpcap.
 #   capture_rc_pingpong.sh LIBDIR ICRC_TOOL
 source "$(dirname "$0")/lib.sh"
 libdir=$1
@@ -14,6 +18,8 @@ for tool in tshark dumpcap ibv_rc_pingpong; do
   command -v "$tool" >/dev/null 2>&1 || sr_skip "$tool is not installed (Debian: tshark, ibverbs-utils)"
 done
 sr_hosts_two
+ip -n "$(sr_netns a)" link set a0 gso_max_segs 1
+ip -n "$(sr_netns b)" link set b0 gso_max_segs 1
 capture=$SR_DIR/a0.pcap
 sr_on_bg a dumpcap -q -i a0 -P -f "udp port 4791" -w "$capture"
 dumpcap_pid=$SR_PID
@@ -43,6 +49,9 @@ grep -qE '^([0-9]+) RoCEv2 packets: \1 ICRC ok, 0 bad ICRC, 0 malformed, 0 cut b
   sr_fail "not every packet has a good ICRC"
 
 tshark_read() { tshark -r "$capture" --disable-protocol rpcordma "$@" 2>/dev/null; }
+ids=$(tshark_read -Y 'udp.dstport == 4791' -T fields -e ip.id | sort -u | wc -l)
+((ids > 1)) || sr_fail "every packet has the same IPv4 ID: no GSO send was segmented"
+echo "IPv4 IDs: $ids distinct (GSO segments), every ICRC good"
 malformed=$(tshark_read -Y _ws.malformed -T fields -e frame.number)
 [[ -z $malformed ]] || sr_fail "tshark: malformed frames: $malformed"
 decoded=$(tshark_read -Y 'udp.dstport == 4791 && infiniband' -T fields -E separator=' ' \

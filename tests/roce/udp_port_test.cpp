@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "wire/roce/packet.h"
 #include "wire/roce/udp_port.h"
 
 namespace softrdma::roce {
@@ -117,6 +118,53 @@ TEST(UdpPort, Ipv6EqualDatagramsGoAsOneGsoBatchAndArriveSeparately) {
   const auto got = Collect(*b, 11);
   ASSERT_EQ(got.size(), 11u);
   for (size_t i = 0; i < 11; ++i) EXPECT_EQ(got[i].bytes, bodies[i]) << i;
+}
+
+// Over IPv4 too, equal packets go as one GSO send; the kernel gives segment
+// g the IPv4 ID g, so the port sends segment g's ICRC (computed for ID 0 by
+// the caller) fixed by the delta of ID g, and leaves the caller's bytes alone.
+TEST(UdpPort, Ipv4EqualPacketsGoAsOneGsoBatchWithTheirIcrcsFixedForTheirIds) {
+  auto a = OpenOn("127.0.0.1");
+  auto b = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a && b);
+  NetworkHeaders net;
+  net.ip_version = 4;
+  const uint8_t loopback[4] = {127, 0, 0, 1};
+  net.src_gid = net.dst_gid = Ipv4MappedGid(loopback);
+  net.udp_src_port = a->port();
+  net.udp_dst_port = b->port();
+  std::vector<std::vector<uint8_t>> packets;
+  OutDatagram out[6];
+  for (int i = 0; i < 6; ++i) {
+    TransportHeaders h;
+    h.bth = Bth{.opcode = 0x07, .pkey = 0xFFFF, .dest_qp = 0x11, .psn = uint32_t(i)};
+    const std::vector<uint8_t> payload = Pattern(1024, uint8_t(i));
+    packets.emplace_back(12 + 1024 + kIcrcSize);
+    size_t written = 0;
+    ASSERT_TRUE(EncodePacket(net, h, payload, packets.back(), &written).ok());
+    out[i].to = {Address("127.0.0.1"), b->port()};
+    // Two parts, the ICRC in the second, as the transport hands them over.
+    out[i].parts[0] = {packets.back().data(), 512};
+    out[i].parts[1] = {packets.back().data() + 512, written - 512};
+    out[i].nparts = 2;
+  }
+  const std::vector<std::vector<uint8_t>> sent = packets;
+  ASSERT_EQ(a->Send(out, 6), 6);
+  EXPECT_EQ(a->counters().gso_batches, 1u);
+  EXPECT_EQ(a->counters().send_calls, 1u);
+  EXPECT_EQ(packets, sent);  // the caller's memory unchanged
+  const auto got = Collect(*b, 6);
+  ASSERT_EQ(got.size(), 6u);
+  for (size_t g = 0; g < 6; ++g) {
+    const std::vector<uint8_t>& bytes = got[g].bytes;
+    ASSERT_EQ(bytes.size(), sent[g].size());
+    const size_t at = bytes.size() - kIcrcSize;
+    EXPECT_TRUE(std::equal(bytes.begin(), bytes.begin() + long(at), sent[g].begin())) << g;
+    const uint32_t original = LoadIcrc(std::span<const uint8_t, kIcrcSize>(sent[g].data() + at, 4));
+    const uint32_t received = LoadIcrc(std::span<const uint8_t, kIcrcSize>(bytes.data() + at, 4));
+    EXPECT_EQ(received, original ^ Ipv4IdIcrcDelta(uint16_t(g), at)) << g;
+    EXPECT_TRUE(VerifyIcrcAnyIpv4Id(net, bytes).ok()) << g;
+  }
 }
 
 TEST(UdpPort, FlowSourcePortIsTheUdpSourcePort) {

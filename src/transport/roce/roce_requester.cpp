@@ -10,6 +10,7 @@
 #include "core/limits.h"
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
+#include "transport/roce/roce_batch.h"
 #include "transport/roce/roce_packets.h"
 #include "transport/roce/roce_requester.h"
 #include "transport/transport.h"
@@ -26,7 +27,7 @@ constexpr int32_t kWindow = 128;
 // that the window moves before the message ends.
 constexpr uint32_t kAckReqEvery = 32;
 
-enum class PacketTx { kSent, kBlocked, kFailed };
+enum class PacketTx { kAdded, kBlocked, kFailed };
 
 uint8_t SendFamilyOpcode(const SendWqe& w, bool first, bool last) {
   const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -49,7 +50,8 @@ uint8_t SendFamilyOpcode(const SendWqe& w, bool first, bool last) {
   return opc::kSendLast;
 }
 
-PacketTx SendWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k) {
+// Adds packet k of SQ entry `index` to `batch` (which has room).
+PacketTx AddWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k, PacketBatch& batch) {
   SendWqe& w = qp.sq.at(index);
   RoceQp& rq = *qp.roce;
   TransportHeaders h{};
@@ -61,7 +63,7 @@ PacketTx SendWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k) {
     h.bth.psn = PsnAdd(w.psn, done / rq.mtu);
     h.bth.ack_req = true;
     h.reth = {w.remote_addr + done, w.rkey, w.total_len - done};
-    return SendPacket(engine, rq, h, nullptr, 0, 0) ? PacketTx::kSent : PacketTx::kBlocked;
+    return batch.Add(h, nullptr, 0, 0) ? PacketTx::kAdded : PacketTx::kBlocked;
   }
   if (IsAtomicOp(w.opcode)) {
     const bool cas = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
@@ -69,7 +71,7 @@ PacketTx SendWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k) {
     h.bth.psn = w.psn;
     h.bth.ack_req = true;
     h.atomic_eth = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
-    return SendPacket(engine, rq, h, nullptr, 0, 0) ? PacketTx::kSent : PacketTx::kBlocked;
+    return batch.Add(h, nullptr, 0, 0) ? PacketTx::kAdded : PacketTx::kBlocked;
   }
   const bool uc = qp.type == IBV_QPT_UC;
   const uint32_t packets = PacketCount(w.total_len, rq.mtu);
@@ -99,7 +101,7 @@ PacketTx SendWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k) {
       npieces = SliceIovecs(local, nlocal, offset, length, pieces);
     }
   }
-  return SendPacket(engine, rq, h, pieces, npieces, length) ? PacketTx::kSent : PacketTx::kBlocked;
+  return batch.Add(h, pieces, npieces, length) ? PacketTx::kAdded : PacketTx::kBlocked;
 }
 
 }  // namespace
@@ -131,6 +133,19 @@ void Transmit(Engine& engine, Qp& qp) {
   const bool uc = qp.type == IBV_QPT_UC;
   // The retransmit timer runs from the moment the oldest WQE starts out.
   if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.progress_seen = true;
+  // A WQE's packets go out together (the batch is empty between WQEs). When
+  // the port takes only part of a batch, the packets it did not take are
+  // sent again later from the first of them.
+  PacketBatch batch(engine, rq.net, rq.to);
+  auto flush = [&]() {
+    const int gathered = batch.size();
+    const int sent = batch.Flush();
+    if (sent == gathered) return true;
+    rq.tx_packet -= static_cast<uint32_t>(gathered - sent);
+    qp.tx_blocked = true;
+    engine.NeedService(&qp);
+    return false;
+  };
   while (qp.sq_tx != qp.sq.head) {
     SendWqe& w = qp.sq.at(qp.sq_tx);
     if (IsLocalOp(w.opcode)) {
@@ -163,16 +178,20 @@ void Transmit(Engine& engine, Qp& qp) {
       const uint32_t psn =
           read_or_atomic ? PsnAdd(w.psn, w.rx_offset / rq.mtu) : PsnAdd(w.psn, rq.tx_packet);
       if (!uc && PsnDiff(psn, rq.comp_psn) >= kWindow) {
+        if (!flush()) return;
         qp.tx_blocked = true;  // an ACK moves the window and transmits again
         return;
       }
-      const PacketTx r = SendWqePacket(engine, qp, qp.sq_tx, rq.tx_packet);
+      if (batch.full() && !flush()) return;
+      const PacketTx r = AddWqePacket(engine, qp, qp.sq_tx, rq.tx_packet, batch);
       if (r == PacketTx::kBlocked) {
+        flush();
         qp.tx_blocked = true;
         engine.NeedService(&qp);
         return;
       }
       if (r == PacketTx::kFailed) {
+        if (!flush()) return;
         // A bad local SGE: the WQE fails once everything before it completed.
         if (qp.sq_tx == qp.sq.tail) {
           FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
@@ -184,6 +203,7 @@ void Transmit(Engine& engine, Qp& qp) {
       }
       ++rq.tx_packet;
     }
+    if (!flush()) return;
     rq.tx_packet = 0;
     if (read_or_atomic) ++rq.rd_atomic_out;
     ++qp.sq_tx;

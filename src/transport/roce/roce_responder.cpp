@@ -15,6 +15,7 @@
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
 #include "transport/recv_source.h"
+#include "transport/roce/roce_batch.h"
 #include "transport/roce/roce_packets.h"
 #include "transport/transport.h"
 #include "util/log.h"
@@ -112,7 +113,9 @@ void SendReadResponses(Engine& engine, Qp& qp, uint32_t rkey, uint64_t va, uint3
                        uint32_t psn) {
   RoceQp& rq = *qp.roce;
   const uint32_t packets = PacketCount(len, rq.mtu);
+  PacketBatch batch(engine, rq.net, rq.to);  // one Send per kMaxPackets responses
   for (uint32_t i = 0; i < packets; ++i) {
+    if (batch.full() && batch.Flush() < PacketBatch::kMaxPackets) return;  // lost: it asks again
     const uint64_t offset = uint64_t{i} * rq.mtu;
     const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(rq.mtu, len - offset));
     TransportHeaders h{};
@@ -128,12 +131,13 @@ void SendReadResponses(Engine& engine, Qp& qp, uint32_t rkey, uint64_t va, uint3
     if (length > 0) {
       const uint64_t host =
           RemoteHost(engine, qp, rkey, va + offset, length, IBV_ACCESS_REMOTE_READ);
-      if (host == 0) return;  // deregistered meanwhile: the requester times out
+      if (host == 0) break;  // deregistered meanwhile: the requester times out
       piece = iovec{reinterpret_cast<void*>(host), length};
       npieces = 1;
     }
-    if (!SendPacket(engine, rq, h, &piece, npieces, length)) return;  // lost: it asks again
+    if (!batch.Add(h, &piece, npieces, length)) break;
   }
+  batch.Flush();
 }
 
 void OnDuplicate(Engine& engine, Qp& qp, const PacketIn& in) {

@@ -173,13 +173,14 @@ void OnDatagram(Engine& engine, const InDatagram& datagram, std::vector<Qp*>* ac
   if (!s.ok()) return CountRefusal(s.code());
   // The IP header is the kernel's: we check the ICRC over the header the
   // sender's kernel built from what we know of it (addresses, UDP ports,
-  // lengths; DF set and identification 0, as our own port sends; docs/design.md).
+  // lengths; DF set) and, not knowing the IPv4 identification, any of the
+  // first 64 (UDP GSO numbers a send's segments 0, 1, 2...; docs/design.md).
   sr::NetworkHeaders net;
   memcpy(net.src_gid.data(), datagram.from.addr.s6_addr, 16);
   memcpy(net.dst_gid.data(), datagram.local.s6_addr, 16);
   net.ip_version = sr::IsIpv4Mapped(net.src_gid) && sr::IsIpv4Mapped(net.dst_gid) ? 4 : 6;
   net.udp_src_port = datagram.from.port ? datagram.from.port : sr::kRoceUdpPort;
-  s = sr::VerifyIcrc(net, bytes);
+  s = sr::VerifyIcrcAnyIpv4Id(net, bytes);
   if (!s.ok()) return CountRefusal(s.code());
   const sr::TransportService service = view.info->service;
   if (service == sr::TransportService::kUd && view.headers.bth.dest_qp == kGsiQpn) {

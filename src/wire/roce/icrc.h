@@ -57,6 +57,21 @@ inline constexpr uint32_t kIcrcAfterLrhPrefix = 0x2144DF1C;
 uint32_t ComputeIcrc(const NetworkHeaders& net, std::span<const std::span<const uint8_t>> pieces);
 uint32_t ComputeIcrc(const NetworkHeaders& net, std::span<const uint8_t> transport);
 
+// IPv4 identifications and the ICRC. A UDP socket neither shows the ID of a
+// datagram it receives nor lets the sender choose it, and UDP GSO numbers the
+// IDs of one send's segments 0, 1, 2, ... (one datagram alone: 0, with DF on
+// an unconnected socket). The CRC is linear, so the ICRC of a datagram with
+// ID `id` is its ICRC with ID 0 XOR a value that depends only on `id` and the
+// length after the ID: a sender fixes the ICRCs of GSO segments with it, and
+// a receiver checks an ICRC against the first kIpv4IdSearch IDs with one CRC
+// pass over the packet and a few XORs.
+inline constexpr uint16_t kIpv4IdSearch = 64;  // the kernel's UDP GSO: at least 64 segments
+// ICRC(ID id) ^ ICRC(ID 0) of an IPv4 datagram whose transport packet (BTH
+// .. pad, without the ICRC) is `transport_length` bytes.
+uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t transport_length);
+// The ID below kIpv4IdSearch (other than 0) whose delta is `delta`, or -1.
+int FindIpv4IdForIcrcDelta(uint32_t delta, size_t transport_length);
+
 // The ICRC travels least-significant byte first (CRC 0xE26850D9 is sent as
 // d9 50 68 e2).
 void StoreIcrc(uint32_t icrc, std::span<uint8_t, kIcrcSize> out);

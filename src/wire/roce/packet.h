@@ -86,6 +86,12 @@ Status ParseTransport(std::span<const uint8_t> udp_payload, PacketView* view);
 // EMSGSIZE when shorter than a BTH and an ICRC, EILSEQ on a mismatch.
 Status VerifyIcrc(const NetworkHeaders& net, std::span<const uint8_t> udp_payload);
 
+// VerifyIcrc for a datagram read from a UDP socket, whose IPv4 identification
+// is not known: over IPv4 (with net.ipv4_identification 0) it also accepts
+// the ICRC of IDs 1 .. kIpv4IdSearch - 1 (icrc.h): UDP GSO segments, and
+// senders that number their datagrams from 0 (rxe, NICs: early in a flow).
+Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> udp_payload);
+
 // ParseTransport, then VerifyIcrc.
 Status ParsePacket(const NetworkHeaders& net, std::span<const uint8_t> udp_payload,
                    PacketView* view);

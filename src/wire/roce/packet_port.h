@@ -4,7 +4,9 @@
 // over an in-process fake (eRPC's pattern) and the sockets' tests need no QP.
 //
 // A datagram here is a UDP payload: BTH, extension headers, payload, pad and
-// ICRC (roce-wire.md). IP and UDP headers are the kernel's.
+// ICRC (roce-wire.md). IP and UDP headers are the kernel's. Over IPv4 a
+// datagram's ICRC is computed for IPv4 ID 0; a port that sends it with
+// another ID (UDP GSO) fixes the ICRC (icrc.h: Ipv4IdIcrcDelta).
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wire/roce/icrc.h"
+
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -107,10 +109,11 @@ int OpenRoceSocket(const in6_addr& address, uint16_t port) {
   const int one = 1;
   if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) return fail();
   if (ipv4) {
-    // DF and ID 0 on an unconnected socket: the ID the ICRC was computed with.
+    // DF and ID 0 on an unconnected socket (a GSO send's segments: 0, 1, 2...):
+    // the IDs the ICRCs are computed for. The UDP checksum is sent (the
+    // kernel refuses GSO with SO_NO_CHECK).
     const int pmtu = IP_PMTUDISC_DO;
     if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0) return fail();
-    SetInt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
     SetInt(fd, IPPROTO_IP, IP_PKTINFO, 1);
   } else {
     SetInt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
@@ -348,22 +351,28 @@ bool SameDestination(const OutDatagram& a, const OutDatagram& b) {
 int UdpPort::SendBatch(int fd, bool ipv4, const OutDatagram* datagrams, int n) {
   mmsghdr messages[kSendBatch];
   sockaddr_storage destinations[kSendBatch];
-  iovec iovs[kSendBatch * OutDatagram::kMaxParts];
+  // One more iovec per datagram: an IPv4 GSO segment's ICRC, fixed for its ID.
+  iovec iovs[kSendBatch * (OutDatagram::kMaxParts + 1)];
+  uint8_t fixed_icrcs[kSendBatch][kIcrcSize];
   alignas(cmsghdr) char control[kSendBatch][CMSG_SPACE(sizeof(uint16_t))];
   int datagrams_in[kSendBatch];  // datagrams carried by each message
   int nmessages = 0, niov = 0;
   for (int i = 0; i < n;) {
     const OutDatagram& first = datagrams[i];
     if (first.nparts < 0 || first.nparts > OutDatagram::kMaxParts) return i > 0 ? i : -EINVAL;
-    // GSO over IPv6 only: IPv4 segments would get IDs 0, 1, 2... (udp_port.h).
     int group = 1;
     const uint32_t size = DatagramBytes(first);
-    if (!ipv4 && size > 0) {
+    if (size > kIcrcSize) {
       uint32_t total = size;
       while (i + group < n && group < kMaxGsoSegments &&
              SameDestination(first, datagrams[i + group])) {
-        const uint32_t next = DatagramBytes(datagrams[i + group]);
+        const OutDatagram& next_datagram = datagrams[i + group];
+        const uint32_t next = DatagramBytes(next_datagram);
         if (next > size || total + next > kMaxGsoBytes) break;
+        // IPv4: the ICRC to fix must be whole in the last part.
+        if (ipv4 && (next_datagram.nparts < 1 || next_datagram.nparts > OutDatagram::kMaxParts ||
+                     next_datagram.parts[next_datagram.nparts - 1].iov_len < kIcrcSize))
+          break;
         total += next;
         ++group;
         if (next < size) break;  // only the last segment may be shorter
@@ -375,8 +384,22 @@ int UdpPort::SendBatch(int fd, bool ipv4, const OutDatagram* datagrams, int n) {
     m.msg_hdr.msg_namelen = ToSockaddr(first.to.addr, first.to.port ? first.to.port : kRoceUdpPort,
                                        &destinations[nmessages]);
     m.msg_hdr.msg_iov = &iovs[niov];
-    for (int g = 0; g < group; ++g)
-      for (int p = 0; p < datagrams[i + g].nparts; ++p) iovs[niov++] = datagrams[i + g].parts[p];
+    for (int g = 0; g < group; ++g) {
+      const OutDatagram& d = datagrams[i + g];
+      for (int p = 0; p < d.nparts; ++p) iovs[niov++] = d.parts[p];
+      if (ipv4 && g > 0) {
+        // The kernel gives segment g the IPv4 ID g: its ICRC, computed for
+        // ID 0, changes by the delta of ID g (icrc.h). The caller's bytes
+        // stay as they were.
+        iovec& last = iovs[niov - 1];
+        last.iov_len -= kIcrcSize;
+        const uint8_t* icrc = static_cast<const uint8_t*>(last.iov_base) + last.iov_len;
+        const uint32_t value = LoadIcrc(std::span<const uint8_t, kIcrcSize>(icrc, kIcrcSize)) ^
+                               Ipv4IdIcrcDelta(uint16_t(g), DatagramBytes(d) - kIcrcSize);
+        StoreIcrc(value, std::span<uint8_t, kIcrcSize>(fixed_icrcs[i + g], kIcrcSize));
+        iovs[niov++] = {fixed_icrcs[i + g], kIcrcSize};
+      }
+    }
     m.msg_hdr.msg_iovlen = size_t(&iovs[niov] - static_cast<iovec*>(m.msg_hdr.msg_iov));
     if (group > 1) {
       m.msg_hdr.msg_control = control[nmessages];

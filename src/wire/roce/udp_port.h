@@ -7,18 +7,19 @@
 // AddressIsOurs says so). Each socket is set up for RoCEv2:
 //  - IPv4 with IP_PMTUDISC_DO and never connected: DF and IPv4 ID 0, the ID
 //    the ICRC is computed with (design.md, roce-wire.md §1.4);
-//  - zero UDP checksums sent over IPv4 (SO_NO_CHECK), as rxe and NICs do,
-//    and accepted over IPv6 (UDP_NO_CHECK6_RX); over IPv6 we send the
-//    kernel's checksum (masked in the ICRC, valid for every receiver): the
-//    kernel refuses GSO on a socket with UDP_NO_CHECK6_TX (EINVAL), and the
-//    checksum is offloaded (veth, lo, NICs) so costs nothing there;
+//  - the kernel's UDP checksum sent (masked in the ICRC, valid for every
+//    receiver; the kernel refuses GSO on a socket with SO_NO_CHECK or
+//    UDP_NO_CHECK6_TX, EINVAL, and the checksum is offloaded on veth, lo
+//    and NICs so costs nothing there), zero ones accepted over IPv6
+//    (UDP_NO_CHECK6_RX) as rxe and NICs send them;
 //  - IP_PKTINFO / IPV6_RECVPKTINFO: the address a datagram came to (the
 //    destination GID), also when bound to a wildcard address;
 //  - UDP_GRO: the kernel may hand several datagrams of one flow in one read,
 //    split here again; sendmmsg/recvmmsg batch the system calls; UDP GSO
-//    (UDP_SEGMENT) sends equal-sized datagrams to one peer in one go over
-//    IPv6 (not IPv4: the kernel numbers the IPv4 IDs of the segments 0, 1,
-//    2..., and the ICRC covers the ID; see design.md).
+//    (UDP_SEGMENT) sends equal-sized datagrams to one peer in one go. Over
+//    IPv4 the kernel numbers the segments' IDs 0, 1, 2..., which the ICRC
+//    covers: the port fixes segment g's ICRC by the delta of ID g (icrc.h),
+//    and receivers check IDs 0..63 (VerifyIcrcAnyIpv4Id; design.md).
 // A datagram with a UDP source port (the flow rule's entropy) leaves from a
 // socket bound to that port, made on first use; when the port cannot be had
 // (another program holds it) it leaves from 4791.
