@@ -1,6 +1,7 @@
 #include "core/device.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include <arpa/inet.h>
@@ -11,6 +12,7 @@
 
 #include "core/limits.h"
 #include "host/mcast_groups.h"
+#include "wire/roce/udp_port.h"
 
 namespace softrdma {
 
@@ -115,8 +117,33 @@ void Device::RefreshGids() {
     table.push_back(e);
   }
   if (table.size() > static_cast<size_t>(limits::kGidTableLen)) table.resize(limits::kGidTableLen);
+  // The port's MTU: the interfaces of the addresses the RoCE wire binds
+  // (SOFTRDMA_ROCE_ADDRS, read as the port reads it; else every address of
+  // the table, lo's included).
+  std::vector<in6_addr> wire;
+  const char* named = getenv("SOFTRDMA_ROCE_ADDRS");
+  if (named && *named && !roce::ParseAddressList(named, &wire).ok()) wire.clear();
+  if (wire.empty())
+    for (const GidEntry& e : table) {
+      in6_addr a;
+      memcpy(a.s6_addr, e.gid.raw, 16);
+      wire.push_back(a);
+    }
+  std::vector<uint32_t> interface_mtus;
+  for (const in6_addr& a : wire) interface_mtus.push_back(roce::InterfaceMtuOfAddress(a));
+  active_mtu_.store(PortMtuForInterfaceMtus(interface_mtus), std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(gid_mutex_);
   gids_ = std::move(table);
+}
+
+ibv_mtu Device::PortMtuForInterfaceMtus(const std::vector<uint32_t>& interface_mtus) {
+  uint32_t largest = 0;
+  for (uint32_t m : interface_mtus)
+    if (m > 0) largest = std::max(largest, std::max(256u, roce::RoceMtuForInterfaceMtu(m)));
+  if (largest == 0) return IBV_MTU_4096;
+  int code = IBV_MTU_256;
+  while (code < IBV_MTU_4096 && (128u << (code + 1)) <= largest) ++code;
+  return static_cast<ibv_mtu>(code);
 }
 
 std::vector<GidEntry> Device::Gids() const {
@@ -195,7 +222,7 @@ void Device::QueryPort(ibv_port_attr* a) const {
   memset(a, 0, sizeof *a);
   a->state = IBV_PORT_ACTIVE;
   a->max_mtu = limits::kMaxMtu;
-  a->active_mtu = limits::kActiveMtu;
+  a->active_mtu = active_mtu();
   // A fixed-size table with empty (all-zero) slots after the host's
   // addresses, like a NIC's; every index below gid_tbl_len can be queried.
   a->gid_tbl_len = limits::kGidTableLen;

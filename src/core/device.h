@@ -3,6 +3,7 @@
 // handed out by ibv_get_device_list and never freed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -49,6 +50,13 @@ class Device {
   uint64_t ValidGidMask() const;
   // True if the GID names an address of this host (peer reachable over shm).
   bool IsLocalGid(const ibv_gid& gid) const;
+  // The port's active MTU (docs/design.md "The port's MTU"), recomputed with
+  // the GID table: the largest IB MTU one of the RoCE wire's interfaces
+  // carries (rxe's rule per interface: 1500 -> 1024, 9000 -> 4096, lo 4096).
+  ibv_mtu active_mtu() const { return active_mtu_.load(std::memory_order_relaxed); }
+  // The rule itself, for the IP MTUs of those interfaces (0 = unknown,
+  // skipped); IBV_MTU_4096 when none is known.
+  static ibv_mtu PortMtuForInterfaceMtus(const std::vector<uint32_t>& interface_mtus);
 
  private:
   Device();
@@ -56,6 +64,7 @@ class Device {
   uint64_t node_guid_ = 0;
   mutable std::mutex gid_mutex_;
   std::vector<GidEntry> gids_;
+  std::atomic<ibv_mtu> active_mtu_{IBV_MTU_4096};
 };
 
 }  // namespace softrdma

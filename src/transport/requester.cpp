@@ -59,7 +59,9 @@ constexpr bool IsPlainSend(ibv_wr_opcode op) {
   if ((wr.send_flags & IBV_SEND_INLINE) && sum > qp.cap.max_inline_data) return EINVAL;
   // A UD message is one packet: refused here rather than dropped on the way
   // (rxe drops it and reports success), so the error shows where it is made.
-  if (qp.type == IBV_QPT_UD && (!wr.wr.ud.ah || sum > (128u << limits::kActiveMtu))) return EINVAL;
+  // A datagram is one packet: at most the port's active MTU (as rxe).
+  if (qp.type == IBV_QPT_UD && (!wr.wr.ud.ah || sum > (128u << Device::Get().active_mtu())))
+    return EINVAL;
   if (!IsPlainSend(op))
     if (int rc = ValidateOneSidedWr(qp, wr, sum)) return rc;
   *total = sum;

@@ -38,10 +38,9 @@ SR_DIR=$(mktemp -d "/tmp/softrdma-netns.XXXXXX")
 SR_HOSTS=()
 SR_PIDS=()
 SR_SWITCH=""
-# The links' MTU. 9000 (jumbo frames, as RoCE fabrics use) by default: the
-# device's port reports active_mtu 4096 whatever the interface (not yet
-# following the interface MTU, see docs/design.md), and programs that take
-# it as path MTU (perftest) need 4096-byte packets to fit.
+# The links' MTU. 9000 (jumbo frames, as RoCE fabrics use) by default, so
+# 4096-byte packets fit; the port's active_mtu follows the links the RoCE
+# wire uses (docs/design.md "The port's MTU", test netns.port_mtu).
 SR_MTU=${SR_MTU:-9000}
 
 sr_cleanup() {

@@ -59,15 +59,27 @@ bool PacketBatch::Add(const TransportHeaders& h, const iovec* payload, int npayl
 }
 
 int PacketBatch::Flush() {
-  if (count_ == 0) return 0;
   sr::PacketPort* port = engine_.packet_port();
-  int sent = port ? port->Send(datagrams_, count_) : -1;
-  if (sent < 0) sent = 0;
   Counters& c = GetCounters();
-  c.tx_packets.fetch_add(uint64_t(sent), std::memory_order_relaxed);
-  if (sent < count_) c.send_refused.fetch_add(1, std::memory_order_relaxed);
+  int done = 0;
+  while (done < count_ && port) {
+    const int sent = port->Send(datagrams_ + done, count_ - done);
+    if (sent == 0) break;  // full: the rest later
+    if (sent > 0) {
+      c.tx_packets.fetch_add(uint64_t(sent), std::memory_order_relaxed);
+      done += sent;
+      continue;
+    }
+    // Refused for good (EMSGSIZE, no route): that datagram is lost.
+    const sr::OutDatagram& d = datagrams_[done];
+    size_t bytes = 0;
+    for (int i = 0; i < d.nparts; ++i) bytes += d.parts[i].iov_len;
+    CountSendError(-sent, bytes);
+    ++done;
+  }
+  if (done < count_) c.send_refused.fetch_add(1, std::memory_order_relaxed);
   count_ = 0;
-  return sent;
+  return done;
 }
 
 }  // namespace softrdma::transport::roce

@@ -63,6 +63,10 @@ bool SendPacket(Engine& engine, const RoceQp& rq, const TransportHeaders& h, con
 bool SendPacketTo(Engine& engine, const NetworkHeaders& net, const IpEndpoint& to,
                   const TransportHeaders& h, const iovec* payload, int npayload,
                   size_t payload_length);
+// Counts (and says once) a datagram the port refused for good (EMSGSIZE,
+// no route): it is lost, as a network would lose it; the sender's timer
+// and retry count decide what follows, never a send queue blocked forever.
+void CountSendError(int error, size_t bytes);
 // A checked UD packet (roce_datagram.cpp).
 void OnUdPacket(Engine& engine, const InDatagram& datagram, const softrdma::roce::PacketView& view);
 

@@ -88,6 +88,7 @@ struct Counters {
   std::atomic<uint64_t> seq_naks_sent{0};
   std::atomic<uint64_t> rnr_naks_sent{0};
   std::atomic<uint64_t> send_refused{0};  // the port took fewer datagrams than offered
+  std::atomic<uint64_t> send_errors{0};   // datagrams the network refused for good: lost
 };
 Counters& GetCounters();
 

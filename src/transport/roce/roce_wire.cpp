@@ -1,6 +1,7 @@
 // The RoCE wire of a QP: choosing it, attaching a QP to it, sending one
 // packet, and checking a received one before its QP's roles see it.
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 #include "util/log.h"
+#include "wire/roce/udp_port.h"
 
 namespace softrdma::transport::roce {
 
@@ -76,6 +78,17 @@ bool Attach(Engine& engine, Qp& qp) {
   rq->to.port = sr::kRoceUdpPort;
   const uint32_t mtu_code = qp.attr.path_mtu;
   rq->mtu = mtu_code >= IBV_MTU_256 && mtu_code <= IBV_MTU_4096 ? 128u << mtu_code : 1024u;
+  // Never larger than the source address's interface carries (rxe: the
+  // smaller of path_mtu and the port's MTU): a path_mtu of 4096 over a
+  // 1500-byte link would send datagrams the kernel refuses (EMSGSIZE). The
+  // peer on the same link makes the same choice.
+  const uint32_t link_mtu =
+      sr::RoceMtuForInterfaceMtu(sr::InterfaceMtuOfAddress(ToAddr(rq->net.src_gid)));
+  if (link_mtu >= 256 && link_mtu < rq->mtu) {
+    SOFTRDMA_LOG(kInfo, "QP %u: path MTU %u, %u on the RoCE wire (the interface's)",
+                 qp.qpx.qp_base.qp_num, rq->mtu, link_mtu);
+    rq->mtu = link_mtu;
+  }
   rq->resources.resize(std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic));
   qp.roce = std::move(rq);
   return true;
@@ -128,12 +141,26 @@ bool SendPacketTo(Engine& engine, const NetworkHeaders& net, const IpEndpoint& t
   d.parts[0] = iovec{buf, at};
   d.nparts = 1;
   Counters& c = GetCounters();
-  if (port->Send(&d, 1) == 1) {
+  const int sent = port->Send(&d, 1);
+  if (sent == 1) {
     c.tx_packets.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
+  if (sent < 0) {
+    CountSendError(-sent, at);
+    return true;  // lost, as on a network
+  }
   c.send_refused.fetch_add(1, std::memory_order_relaxed);
   return false;
+}
+
+void CountSendError(int error, size_t bytes) {
+  GetCounters().send_errors.fetch_add(1, std::memory_order_relaxed);
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    SOFTRDMA_LOG(kWarn, "RoCE: a datagram of %zu bytes cannot be sent (%s): lost%s", bytes,
+                 strerror(error),
+                 error == EMSGSIZE ? " (longer than its interface carries: the MTU)" : "");
 }
 
 namespace {
