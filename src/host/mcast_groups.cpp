@@ -9,23 +9,24 @@ namespace softrdma {
 namespace {
 
 // word = phase (bits 62-63) | owner generation (bits 27-58) | owner slot
-// (bits 17-26) | QPN (bits 0-16).
+// (bits 17-26) | QPN table index (bits 0-16; the QPN is the registry's
+// QpnAt(index): every entry is of this registry's range).
 enum Phase : uint64_t { kFree = 0, kClaiming = 1, kValid = 2 };
 constexpr int kSlotShift = 17;
 constexpr int kGenShift = 27;
 constexpr int kPhaseShift = 62;
-static_assert(kQpnTableSize <= (1u << kSlotShift), "QPN field too narrow");
+static_assert(kQpnTableSize <= (1u << kSlotShift), "QPN index field too narrow");
 static_assert(kRegistryMaxProcs <= (1u << (kGenShift - kSlotShift)), "slot field too narrow");
 
 uint64_t Pack(Phase phase, uint32_t qpn, ProcRef owner) {
   return static_cast<uint64_t>(phase) << kPhaseShift |
          static_cast<uint64_t>(owner.gen) << kGenShift |
-         static_cast<uint64_t>(owner.slot) << kSlotShift | qpn;
+         static_cast<uint64_t>(owner.slot) << kSlotShift | QpnIndexOf(qpn);
 }
 Phase PhaseOf(uint64_t w) {
   return static_cast<Phase>(w >> kPhaseShift);
 }
-uint32_t QpnOf(uint64_t w) {
+uint32_t IndexOf(uint64_t w) {
   return static_cast<uint32_t>(w & ((1u << kSlotShift) - 1));
 }
 ProcRef OwnerOf(uint64_t w) {
@@ -58,8 +59,9 @@ bool McastGroups::ValidMember(uint32_t i, const uint8_t mgid[16], uint32_t* qpn)
   if (s.word.load(std::memory_order_relaxed) != w || memcmp(seen, mgid, sizeof seen) != 0)
     return false;
   ProcRef holder;
-  if (!registry_.QpnOwner(QpnOf(w), &holder) || !(holder == OwnerOf(w))) return false;
-  *qpn = QpnOf(w);
+  if (!registry_.QpnOwner(registry_.QpnAt(IndexOf(w)), &holder) || !(holder == OwnerOf(w)))
+    return false;
+  *qpn = registry_.QpnAt(IndexOf(w));
   return true;
 }
 
@@ -110,7 +112,7 @@ int McastGroups::ReclaimStale() {
     // A slot is stale once its QPN is not held (alive) by the process that
     // attached it; this also frees a claim its process died in the middle of.
     ProcRef holder;
-    if (registry_.LookupQpn(QpnOf(w), &holder) && holder == OwnerOf(w)) continue;
+    if (registry_.LookupQpn(registry_.QpnAt(IndexOf(w)), &holder) && holder == OwnerOf(w)) continue;
     if (table[i].word.compare_exchange_strong(w, 0, std::memory_order_acq_rel)) ++freed;
   }
   return freed;

@@ -255,6 +255,7 @@ Status Registry::Open(Registry* out) {
   }
   out->layout_ = l;
   out->published_qps_ = l->published_qps;
+  out->qpn_base_ = QpnInSlot(QpnSlotFor(GetConfig().shm_namespace, getuid()), 0);
   out->bytes_ = bytes;
   return Status::Ok();
 }
@@ -326,7 +327,7 @@ Status Registry::AllocQpn(ProcRef owner, uint32_t* qpn) {
       if (LivePid(holder) != 0) continue;  // in use
     }
     if (slot.compare_exchange_strong(w, mine, std::memory_order_acq_rel)) {
-      *qpn = n;
+      *qpn = QpnAt(n);
       return Status::Ok();
     }
   }
@@ -334,9 +335,10 @@ Status Registry::AllocQpn(ProcRef owner, uint32_t* qpn) {
 }
 
 void Registry::FreeQpn(ProcRef owner, uint32_t qpn) {
-  if (qpn >= kQpnTableSize) return;
+  const uint32_t index = IndexOf(qpn);
+  if (index >= kQpnTableSize) return;
   uint64_t expected = PackQpn(owner);
-  layout_->qpn_owner[qpn].compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+  layout_->qpn_owner[index].compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
 }
 
 std::atomic<uint32_t>* Registry::atomic_lock_words() const {
@@ -348,8 +350,9 @@ McastSlot* Registry::mcast_slots() const {
 }
 
 bool Registry::QpnOwner(uint32_t qpn, ProcRef* owner) const {
-  if (qpn >= kQpnTableSize) return false;
-  uint64_t w = layout_->qpn_owner[qpn].load(std::memory_order_acquire);
+  const uint32_t index = IndexOf(qpn);
+  if (index >= kQpnTableSize) return false;
+  uint64_t w = layout_->qpn_owner[index].load(std::memory_order_acquire);
   const uint32_t slot_plus_one = static_cast<uint32_t>(w & 0xffffffffu);
   // Anything else is damage written after attach (DamageIn checks at attach).
   if (slot_plus_one == 0 || slot_plus_one > kRegistryMaxProcs) return false;

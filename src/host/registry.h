@@ -4,7 +4,9 @@
 //  - the process table: which processes are attached, each with a slot index
 //    and a generation that changes every time the slot is reused;
 //  - the QPN table: QPNs are unique on the device, as on a real HCA, and
-//    each names its owning process (slot + generation);
+//    each names its owning process (slot + generation); the registry hands
+//    out the QPNs of its own range (host/qpn_range.h), so QPNs of different
+//    registries (users, namespaces) never collide;
 //  - per QPN, the QP attributes initiators need for one-sided operations
 //    (host/published_qp.h), and the host-wide atomic locks (atomic_locks.h);
 //  - the multicast attachments of UD QPs (host/mcast_groups.h).
@@ -22,6 +24,7 @@
 
 #include "host/atomic_locks.h"
 #include "host/published_qp.h"
+#include "host/qpn_range.h"
 #include "util/status.h"
 
 namespace softrdma {
@@ -29,9 +32,8 @@ namespace softrdma {
 struct McastSlot;
 
 inline constexpr uint32_t kRegistryMaxProcs = 1024;
-inline constexpr uint32_t kQpnTableSize = 1u << 17;
 // QPN 0 and 1 are the SMI and GSI QPs of every port; real HCAs never hand
-// them out, and neither do we.
+// them out, and neither do we (no registry hands out an index below this).
 inline constexpr uint32_t kFirstQpn = 0x11;
 
 struct ProcRef {
@@ -58,6 +60,18 @@ class Registry {
   // pid of the live process holding `ref`, or 0 if that process is gone.
   pid_t LivePid(ProcRef ref) const;
 
+  // The slot of this registry's QPN range (host/qpn_range.h), and whether
+  // `qpn` is of that range (false: another registry's, reached over RoCE).
+  uint32_t qpn_slot() const { return qpn_base_ >> kQpnIndexBits; }
+  bool OwnsQpn(uint32_t qpn) const { return (qpn ^ qpn_base_) < kQpnTableSize; }
+  // The table index of one of our QPNs; kQpnTableSize (out of every table)
+  // for another registry's.
+  uint32_t IndexOf(uint32_t qpn) const {
+    const uint32_t index = qpn ^ qpn_base_;
+    return index < kQpnTableSize ? index : kQpnTableSize;
+  }
+  uint32_t QpnAt(uint32_t index) const { return qpn_base_ | index; }
+
   // QPN allocation; QPNs are handed out round-robin so that a destroyed QP's
   // number is not reused soon (a late message must not reach a new QP).
   Status AllocQpn(ProcRef owner, uint32_t* qpn);
@@ -72,7 +86,8 @@ class Registry {
   // One-sided operations: the published attributes of a QP (nullptr for a
   // QPN out of range) and the host-wide atomic lock words.
   PublishedQp* published_qp(uint32_t qpn) const {  // inline: read on every one-sided post
-    return qpn < kQpnTableSize ? &published_qps_[qpn] : nullptr;
+    const uint32_t index = IndexOf(qpn);
+    return index < kQpnTableSize ? &published_qps_[index] : nullptr;
   }
   std::atomic<uint32_t>* atomic_lock_words() const;
   // The multicast attachment table (host/mcast_groups.h).
@@ -89,6 +104,7 @@ class Registry {
   bool EntryAlive(uint32_t slot, uint64_t owner_word) const;
   Layout* layout_ = nullptr;
   PublishedQp* published_qps_ = nullptr;  // inside *layout_
+  uint32_t qpn_base_ = 0;                 // QpnInSlot(our slot, 0)
   uint64_t self_start_time_ = 0;          // recorded by AttachProcess: our own entries are alive
   size_t bytes_ = 0;
 };

@@ -261,7 +261,10 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
     // Only GIDs of this host are reachable (the shm wire); elsewhere, and to
     // a QPN nobody owns, the datagram is lost, as on a network.
     PeerLink* peer = nullptr;
-    const bool local = Device::Get().IsLocalGid(w.ud.dgid);
+    // A QPN of another registry's range (another user) is reached over the
+    // RoCE wire even at a GID of this host.
+    const bool local =
+        engine.registry().OwnsQpn(w.ud.remote_qpn) && Device::Get().IsLocalGid(w.ud.dgid);
     if (!multicast && (!local || engine.roce_forced())) {
       // The RoCE wire (transport/roce/roce_datagram.cpp): one packet.
       const roce::DatagramTx r = roce::TransmitDatagram(engine, qp, index);

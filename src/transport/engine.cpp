@@ -226,7 +226,10 @@ void Engine::Shutdown() {
   // may get any datagram, e.g. a peer's last ACK); the port forwards them
   // to their owner as it reads them (ForwardingPort), and would otherwise
   // lose them with our socket at exit. Never opens a port only for this.
-  if (roce_port_ready_.load(std::memory_order_acquire) && roce_port_) PollRoce();
+  if (roce_port_ready_.load(std::memory_order_acquire) && roce_port_) {
+    PollRoce();
+    transport::roce::LogCounters(roce_port_.get());
+  }
   // ACKs still held back are owed to peers that may be waiting for them.
   if (ring_->TryLockConsumer()) {
     FlushAcks();
@@ -255,7 +258,7 @@ Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {
   Status s = registry_.AllocQpn(me_, qpn);
   if (!s.ok()) return s;
   std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
-  qp_by_qpn_[*qpn].store(qp, std::memory_order_release);
+  qp_by_qpn_[registry_.IndexOf(*qpn)].store(qp, std::memory_order_release);
   qp->live_index = static_cast<uint32_t>(live_qps_.size());
   live_qps_.push_back(qp);
   return Status::Ok();
@@ -281,8 +284,9 @@ void Engine::UnregisterQp(Qp* qp) {
   SendOwed(*qp, /*drain_own_ring=*/true);
   {
     std::unique_lock<std::shared_mutex> lock(qp_map_mutex_);
-    if (qpn < kQpnTableSize && qp_by_qpn_[qpn].load(std::memory_order_relaxed) == qp)
-      qp_by_qpn_[qpn].store(nullptr, std::memory_order_release);
+    const uint32_t index = registry_.IndexOf(qpn);
+    if (index < kQpnTableSize && qp_by_qpn_[index].load(std::memory_order_relaxed) == qp)
+      qp_by_qpn_[index].store(nullptr, std::memory_order_release);
     // Swap with the last: destroying many QPs stays linear overall.
     if (qp->live_index < live_qps_.size() && live_qps_[qp->live_index] == qp) {
       live_qps_[qp->live_index] = live_qps_.back();
@@ -573,8 +577,7 @@ void Engine::Dispatch(const shm::RecordView& view) {
   wire::RecordHeader hdr;
   if (view.size() < sizeof hdr) return;  // malformed: drop
   view.CopyOut(0, &hdr, sizeof hdr);
-  Qp* qp = hdr.dst_qpn < kQpnTableSize ? qp_by_qpn_[hdr.dst_qpn].load(std::memory_order_acquire)
-                                       : nullptr;
+  Qp* qp = LocalQp(hdr.dst_qpn);
   if (!qp) {
     // Addressed to an XRC SRQ of ours (its number is not a QP's).
     if (hdr.type == wire::RecordType::kXrcForward) {

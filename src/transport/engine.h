@@ -90,7 +90,8 @@ class Engine {
   // The QP of this process with number `qpn`, or nullptr. Only stable for
   // the ring consumer and for holders of that QP's lock.
   Qp* LocalQp(uint32_t qpn) const {
-    return qpn < kQpnTableSize ? qp_by_qpn_[qpn].load(std::memory_order_acquire) : nullptr;
+    const uint32_t index = registry_.IndexOf(qpn);  // kQpnTableSize: another registry's
+    return index < kQpnTableSize ? qp_by_qpn_[index].load(std::memory_order_acquire) : nullptr;
   }
 
   // Maps the process that owns `qpn`; nullptr if no live process owns it.

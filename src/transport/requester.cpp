@@ -321,6 +321,12 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
   return TxResult::kSent;
 }
 
+// Shared memory reaches our own registry's QPs on this host only.
+bool PeerSharesOurRegistry(Engine& engine, const Qp& qp) {
+  return engine.registry().OwnsQpn(qp.attr.dest_qp_num) &&
+         Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid);
+}
+
 }  // namespace
 
 void ChooseWire(Engine& engine, Qp& qp) {
@@ -331,7 +337,10 @@ void ChooseWire(Engine& engine, Qp& qp) {
     if (engine.packet_port()) engine.ActivateRoce();
     return;
   }
-  const bool local = Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid);
+  // Shared memory reaches the QPs of our own registry on this host only: a
+  // QPN of another registry's range (another user, another namespace) is
+  // reached over the RoCE wire even at one of our GIDs, as a NIC would.
+  const bool local = PeerSharesOurRegistry(engine, qp);
   if ((qp.type == IBV_QPT_RC || qp.type == IBV_QPT_UC) && (engine.roce_forced() || !local)) {
     // Without a port the peer is unreachable: sends end in RETRY_EXC_ERR.
     if (roce::Attach(engine, qp)) engine.ActivateRoce();
@@ -343,7 +352,7 @@ void ChooseWire(Engine& engine, Qp& qp) {
 bool EnsurePeer(Engine& engine, Qp& qp) {
   if (qp.peer) return true;
   // SOFTRDMA_WIRE=roce: never over shared memory, even without a port.
-  if (Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid) && !engine.roce_forced())
+  if (PeerSharesOurRegistry(engine, qp) && !engine.roce_forced())
     qp.peer = engine.ResolveQpn(qp.attr.dest_qp_num);
   return qp.peer != nullptr;
 }

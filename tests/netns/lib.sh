@@ -1,6 +1,7 @@
 # Test hosts made of network namespaces, for the RoCE wire's tests.
 #
 #   source lib.sh
+#   sr_host_one             # host a alone: a veth pair a0 <-> a1, both in it
 #   sr_hosts_two            # hosts a, b: one veth pair a0 <-> b0
 #   sr_hosts_three          # hosts a, b, c: each a veth into a bridge (in its own namespace)
 #   sr_on a CMD...          # runs CMD on host a (foreground)
@@ -93,6 +94,15 @@ sr_address_host() {
   ip -n "$ns" addr add "$(sr_ipv4 "$h")/24" dev "${h}0"
   ip -n "$ns" addr add "$(sr_ipv6 "$h")/64" dev "${h}0" nodad
   ip -n "$ns" link set "${h}0" mtu "$SR_MTU" up
+}
+
+# One host (users of one machine): a0 with its addresses, its veth peer a1
+# up in the same namespace (so a0 is up and its addresses usable).
+sr_host_one() {
+  sr_add_host a
+  ip -n "$(sr_netns a)" link add a0 type veth peer name a1
+  ip -n "$(sr_netns a)" link set a1 mtu "$SR_MTU" up
+  sr_address_host a
 }
 
 sr_hosts_two() {

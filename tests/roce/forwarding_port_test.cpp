@@ -59,10 +59,12 @@ struct Node {
   std::deque<InjectPort::Item> network;
   std::unique_ptr<ForwardingPort> port;
   std::vector<InjectPort::Item> got;
-  void Open(const std::string& prefix, uint32_t id, ForwardingPort::ForeignOwner owner) {
+  void Open(const std::string& prefix, uint32_t id, ForwardingPort::ForeignOwner owner,
+            const ForwardingPort::Gateway* gateway = nullptr) {
     auto inner = std::make_unique<InjectPort>();
     inner->queue = &network;
-    ASSERT_TRUE(ForwardingPort::Open(std::move(inner), prefix, id, std::move(owner), &port).ok());
+    ASSERT_TRUE(
+        ForwardingPort::Open(std::move(inner), prefix, id, std::move(owner), &port, gateway).ok());
   }
   int Poll() {
     return port->Poll(
@@ -172,6 +174,199 @@ TEST(ForwardingPort, AnotherUserCannotInject) {
   EXPECT_EQ(poll(&p, 1, 2000), 1);
   EXPECT_EQ(b.Poll(), 0);
   EXPECT_EQ(b.port->counters().refused, 1u);
+}
+
+// --- Registry gateways: QPNs of another range (another user's registry)
+// go to that range's gateway, held by one process of the registry.
+
+// QPN ranges as host/qpn_range.h makes them: the slot above 17 index bits.
+uint32_t SlotOf(uint32_t qpn) {
+  return qpn >> 17;
+}
+constexpr uint32_t kSlotA = 3, kSlotB = 5;
+constexpr uint32_t kQpOfRangeB = (kSlotB << 17) | 0x20;
+
+ForwardingPort::Gateway GatewayOf(uint32_t slot, const std::string& prefix) {
+  return ForwardingPort::Gateway{prefix + "gw-", slot, SlotOf};
+}
+
+uint32_t NoOtherOwner(uint32_t) {
+  return 0;
+}
+
+void WaitReadable(const ForwardingPort& port) {
+  pollfd p{port.ReadableFd(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 2000), 1);
+}
+
+TEST(RegistryGateway, ADatagramOfAnotherRangeReachesThatRangesGateway) {
+  const std::string prefix = UniquePrefix();
+  const auto gateway_a = GatewayOf(kSlotA, prefix), gateway_b = GatewayOf(kSlotB, prefix);
+  Node a, b;
+  a.Open(prefix, kIdA, NoOtherOwner, &gateway_a);
+  b.Open(prefix, kIdB, NoOtherOwner, &gateway_b);
+  EXPECT_TRUE(a.port->holds_gateway());
+  EXPECT_TRUE(b.port->holds_gateway());
+  InjectPort::Item item;
+  item.from.addr.s6_addr[15] = 9;
+  item.from.port = 50123;
+  item.local.s6_addr[15] = 7;
+  item.bytes = PacketTo(kQpOfRangeB, 0xab);
+  a.network.push_back(item);
+  item.bytes = PacketTo((kSlotA << 17) | 0x44, 0xcd);  // of a's range: stays
+  a.network.push_back(item);
+  item.bytes = PacketTo(0xffffff, 0x11);  // multicast (its slot 127 is no registry's): stays
+  a.network.push_back(item);
+  EXPECT_EQ(a.Poll(), 2);
+  EXPECT_EQ(a.port->counters().to_gateway, 1u);
+
+  WaitReadable(*b.port);
+  EXPECT_EQ(b.Poll(), 1);
+  ASSERT_EQ(b.got.size(), 1u);
+  EXPECT_EQ(b.got[0].bytes, PacketTo(kQpOfRangeB, 0xab));
+  EXPECT_EQ(memcmp(&b.got[0].from.addr, &item.from.addr, 16), 0);
+  EXPECT_EQ(b.got[0].from.port, 50123) << "the ICRC covers the source port";
+  EXPECT_EQ(memcmp(&b.got[0].local, &item.local, 16), 0);
+  EXPECT_EQ(b.port->counters().via_gateway, 1u);
+}
+
+// What one poll forwards to one process goes as one Unix datagram: a burst
+// longer than the socket's queue of 10 (max_dgram_qlen) arrives whole.
+TEST(ForwardingPort, ABurstTravelsInOneUnixDatagram) {
+  const std::string prefix = UniquePrefix();
+  Node a, b;
+  a.Open(prefix, kIdA, OwnerOf);
+  b.Open(prefix, kIdB, OwnerOf);
+  for (int i = 0; i < 64; ++i) {
+    std::vector<uint8_t> packet = PacketTo(kQpOfB, uint8_t(i));
+    packet.resize(1024 + 40, uint8_t(i));
+    a.network.push_back({{}, {}, packet});
+  }
+  EXPECT_EQ(a.Poll(), 0);
+  EXPECT_EQ(a.port->counters().forwarded, 64u);
+  EXPECT_EQ(a.port->counters().forward_failed, 0u);
+  EXPECT_EQ(a.port->counters().batches_sent, 2u) << "64 KiB per Unix datagram";
+  WaitReadable(*b.port);
+  EXPECT_EQ(b.Poll(), 64);
+  ASSERT_EQ(b.got.size(), 64u);
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(b.got[size_t(i)].bytes.size(), 1064u);
+    EXPECT_EQ(b.got[size_t(i)].bytes.back(), uint8_t(i)) << "in order, whole";
+  }
+}
+
+TEST(RegistryGateway, NoGatewayCostsTheDatagramOnly) {
+  const std::string prefix = UniquePrefix();
+  const auto gateway_a = GatewayOf(kSlotA, prefix);
+  Node a;
+  a.Open(prefix, kIdA, NoOtherOwner, &gateway_a);
+  a.network.push_back({{}, {}, PacketTo(kQpOfRangeB, 1)});
+  EXPECT_EQ(a.Poll(), 0);
+  EXPECT_EQ(a.port->counters().to_gateway_failed, 1u);
+}
+
+// The gateway hands a datagram on to the process of its registry that owns
+// the QPN; one process holds it, and another takes it over when it goes.
+TEST(RegistryGateway, OneHolderHandsOnToTheOwnerAndAnotherTakesOver) {
+  const std::string prefix = UniquePrefix();
+  const auto gateway_a = GatewayOf(kSlotA, prefix), gateway_b = GatewayOf(kSlotB, prefix);
+  auto owned_by_c = [](uint32_t qpn) { return qpn == kQpOfRangeB ? 1003u : 0u; };
+  Node a, b, c;
+  a.Open(prefix, kIdA, NoOtherOwner, &gateway_a);
+  b.Open(prefix, kIdB, owned_by_c, &gateway_b);
+  c.Open(prefix, 1003, NoOtherOwner, &gateway_b);
+  EXPECT_TRUE(b.port->holds_gateway());
+  EXPECT_FALSE(c.port->holds_gateway()) << "one holder per range";
+
+  a.network.push_back({{}, {}, PacketTo(kQpOfRangeB, 2)});
+  EXPECT_EQ(a.Poll(), 0);
+  WaitReadable(*b.port);
+  EXPECT_EQ(b.Poll(), 0);
+  EXPECT_EQ(b.port->counters().via_gateway, 1u);
+  EXPECT_EQ(b.port->counters().forwarded, 1u);
+  WaitReadable(*c.port);
+  EXPECT_EQ(c.Poll(), 1);
+  ASSERT_EQ(c.got.size(), 1u);
+  EXPECT_EQ(c.got[0].bytes, PacketTo(kQpOfRangeB, 2));
+
+  b.port.reset();  // the holder exits
+  for (int i = 0; i < 100 && !c.port->holds_gateway(); ++i) {
+    usleep(10000);
+    c.Poll();
+  }
+  EXPECT_TRUE(c.port->holds_gateway()) << "taken over within 1 s";
+  a.network.push_back({{}, {}, PacketTo(kQpOfRangeB, 3)});
+  EXPECT_EQ(a.Poll(), 0);
+  WaitReadable(*c.port);
+  EXPECT_EQ(c.Poll(), 1);
+  ASSERT_EQ(c.got.size(), 2u);
+  EXPECT_EQ(c.got[1].bytes, PacketTo(kQpOfRangeB, 3));
+}
+
+// A gateway takes datagrams of its own range only: nothing travels on to a
+// third registry (no loops), nothing of another range is delivered here.
+TEST(RegistryGateway, AGatewayRefusesAnotherRangesDatagrams) {
+  const std::string prefix = UniquePrefix();
+  const auto gateway_a = GatewayOf(kSlotA, prefix), gateway_b = GatewayOf(kSlotB, prefix);
+  Node a, b;
+  a.Open(prefix, kIdA, NoOtherOwner, &gateway_a);
+  b.Open(prefix, kIdB, NoOtherOwner, &gateway_b);
+  // A process of range A that believes a QPN of range 7 is B's: send it to
+  // B's gateway by hand, as a confused or hostile process could.
+  const int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string name = gateway_b.prefix + std::to_string(kSlotB);
+  memcpy(address.sun_path + 1, name.data(), name.size());
+  std::vector<uint8_t> message(40, 0);
+  const uint32_t magic = 0x32465752;  // a well-formed forward (forwarding_port.cpp)
+  memcpy(message.data(), &magic, 4);
+  const std::vector<uint8_t> packet = PacketTo((7u << 17) | 0x20, 4);
+  const uint16_t length = uint16_t(packet.size());
+  memcpy(message.data() + 6, &length, 2);
+  message.insert(message.end(), packet.begin(), packet.end());
+  ASSERT_EQ(sendto(fd, message.data(), message.size(), 0, reinterpret_cast<sockaddr*>(&address),
+                   socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+            ssize_t(message.size()));
+  close(fd);
+  WaitReadable(*b.port);
+  EXPECT_EQ(b.Poll(), 0);
+  EXPECT_EQ(b.port->counters().gateway_refused, 1u);
+}
+
+// Another user's process may hand datagrams to our gateway (it received
+// them on its UDP port): they are delivered like the network's, where the
+// per-process socket refuses another uid.
+TEST(RegistryGateway, AnotherUsersProcessReachesTheGateway) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to send as another uid";
+  const std::string prefix = UniquePrefix();
+  const auto gateway_b = GatewayOf(kSlotB, prefix);
+  Node b;
+  b.Open(prefix, kIdB, NoOtherOwner, &gateway_b);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (setresuid(65534, 65534, 65534) != 0) _exit(2);
+    auto inner = std::make_unique<InjectPort>();
+    std::deque<InjectPort::Item> network;
+    network.push_back({{}, {}, PacketTo(kQpOfRangeB, 5)});
+    inner->queue = &network;
+    const auto gateway_a = GatewayOf(kSlotA, prefix);
+    std::unique_ptr<ForwardingPort> a;
+    if (!ForwardingPort::Open(std::move(inner), prefix, kIdA, NoOtherOwner, &a, &gateway_a).ok())
+      _exit(3);
+    a->Poll([](const InDatagram&) {}, 64);
+    _exit(a->counters().to_gateway == 1 ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  WaitReadable(*b.port);
+  EXPECT_EQ(b.Poll(), 1);
+  ASSERT_EQ(b.got.size(), 1u);
+  EXPECT_EQ(b.got[0].bytes, PacketTo(kQpOfRangeB, 5));
+  EXPECT_EQ(b.port->counters().via_gateway, 1u);
 }
 
 }  // namespace

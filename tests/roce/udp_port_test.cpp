@@ -245,25 +245,54 @@ TEST(UdpPort, TwoPortsOfOneUserShareAnAddressAndPort) {
 
 // The kernel lets only one uid into a reuseport group: a process of another
 // user cannot bind the address and port we hold (so it is not its address).
-TEST(UdpPort, AnotherUserCannotJoinOurAddress) {
+// The kernel admits one uid to a reuseport group: another user's port on
+// an address we hold cannot receive there, so it sends from a port of its
+// own (SourcePort: the ICRC covers it) and says the address is not its own;
+// what it sends reaches our group.
+TEST(UdpPort, AnotherUserOnOurAddressSendsFromAPortOfItsOwn) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
   auto a = OpenOn("127.0.0.1");
   ASSERT_TRUE(a);
   const uint16_t taken = a->port();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    close(fds[0]);
     if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(2);
+    const in6_addr loopback = Address("127.0.0.1");
     UdpPortOptions options;
-    options.addresses = {Address("127.0.0.1")};
+    options.addresses = {loopback};
     options.port = taken;
     std::unique_ptr<UdpPort> b;
-    _exit(UdpPort::Open(options, &b).code() == EADDRINUSE ? 0 : 1);
+    if (!UdpPort::Open(options, &b).ok()) _exit(3);
+    if (b->AddressIsOurs(loopback) || b->send_only_addresses().size() != 1) _exit(4);
+    const uint16_t source = b->SourcePort(loopback);
+    if (source == 0 || source == taken) _exit(5);
+    uint8_t payload[16] = {0x64};
+    OutDatagram d;
+    d.to = {loopback, taken};
+    d.from = loopback;
+    d.src_port = source;
+    d.parts[0] = {payload, sizeof payload};
+    d.nparts = 1;
+    if (b->Send(&d, 1) != 1) _exit(6);
+    if (b->Poll([](const InDatagram&) {}, 16) != 0) _exit(7);  // receives nothing itself
+    _exit(write(fds[1], &source, sizeof source) == sizeof source ? 0 : 8);
   }
+  close(fds[1]);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  uint16_t source = 0;
+  ASSERT_EQ(read(fds[0], &source, sizeof source), ssize_t(sizeof source));
+  close(fds[0]);
+  const std::vector<Received> got = Collect(*a, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].from.port, source);
+  EXPECT_EQ(got[0].bytes.size(), 16u);
 }
 
 TEST(UdpPort, ParseAddressList) {

@@ -53,6 +53,59 @@ TEST_F(RegistryTest, QpnsAreUniqueAndOwned) {
   EXPECT_EQ(reg.LivePid(me), 0);
 }
 
+// Each registry hands out QPNs of its own range (host/qpn_range.h): the
+// slot in the high bits says which registry a QPN is of, and another
+// range's QPN with the same index is not ours.
+TEST_F(RegistryTest, QpnsAreOfTheRegistrysOwnRange) {
+  Registry reg;
+  ASSERT_TRUE(Registry::Open(&reg).ok());
+  EXPECT_EQ(reg.qpn_slot(), QpnSlotFor(ns_, getuid()));
+  ProcRef me;
+  ASSERT_TRUE(reg.AttachProcess(&me, nullptr).ok());
+  uint32_t qpn = 0;
+  ASSERT_TRUE(reg.AllocQpn(me, &qpn).ok());
+  EXPECT_EQ(QpnSlotOf(qpn), reg.qpn_slot());
+  EXPECT_LT(qpn, 1u << 24);
+  EXPECT_GE(QpnIndexOf(qpn), kFirstQpn);
+  EXPECT_TRUE(reg.OwnsQpn(qpn));
+  EXPECT_NE(reg.published_qp(qpn), nullptr);
+  const uint32_t other_slot = (reg.qpn_slot() + 1) % kQpnSlots;
+  const uint32_t same_index_elsewhere = QpnInSlot(other_slot, QpnIndexOf(qpn));
+  EXPECT_FALSE(reg.OwnsQpn(same_index_elsewhere));
+  ProcRef owner;
+  EXPECT_FALSE(reg.QpnOwner(same_index_elsewhere, &owner));
+  EXPECT_FALSE(reg.LookupQpn(same_index_elsewhere, &owner));
+  EXPECT_EQ(reg.published_qp(same_index_elsewhere), nullptr);
+  EXPECT_EQ(reg.IndexOf(same_index_elsewhere), kQpnTableSize);
+  EXPECT_EQ(reg.IndexOf(0xffffffffu), kQpnTableSize) << "not even a 24-bit QPN";
+  reg.FreeQpn(me, same_index_elsewhere);  // not ours: changes nothing
+  ASSERT_TRUE(reg.LookupQpn(qpn, &owner));
+  reg.FreeQpn(me, qpn);
+  EXPECT_FALSE(reg.LookupQpn(qpn, &owner));
+  reg.DetachProcess(me);
+}
+
+// The slots: the user's default registry by uid (root's QPNs are those of
+// before ranges existed; nearby uids never collide), namespaces hashed in;
+// never slot 127, whose last QPN would be 0xffffff (multicast).
+TEST(QpnRange, SlotsOfUsersAndNamespaces) {
+  EXPECT_EQ(QpnSlotFor("", 0), 0u);
+  EXPECT_EQ(QpnSlotFor("", 65534), 65534u % 127);
+  std::set<uint32_t> slots;
+  for (uid_t uid = 1000; uid < 1000 + kQpnSlots; ++uid) slots.insert(QpnSlotFor("", uid));
+  EXPECT_EQ(slots.size(), size_t{kQpnSlots}) << "127 consecutive uids, 127 slots";
+  for (uid_t uid : {0u, 1u, 1000u, 65534u, 4294967294u}) {
+    for (const char* ns : {"", "a", "b", "ut123", "cm-test"}) {
+      EXPECT_LT(QpnSlotFor(ns, uid), kQpnSlots);
+      EXPECT_EQ(QpnSlotFor(ns, uid), QpnSlotFor(ns, uid)) << "deterministic";
+    }
+  }
+  EXPECT_NE(QpnSlotFor("a", 0), QpnSlotFor("b", 0));
+  EXPECT_EQ(QpnInSlot(kQpnSlots - 1, kQpnTableSize - 1), 0xfdffffu) << "below 0xffffff";
+  EXPECT_EQ(QpnSlotOf(QpnInSlot(5, 0x11)), 5u);
+  EXPECT_EQ(QpnIndexOf(QpnInSlot(5, 0x11)), 0x11u);
+}
+
 TEST_F(RegistryTest, DeadProcessIsReclaimed) {
   // A child attaches, allocates a QPN and dies by SIGKILL without cleanup.
   int fds[2];

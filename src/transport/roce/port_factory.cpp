@@ -9,7 +9,9 @@
 
 #include "host/registry.h"
 #include "transport/engine.h"
+#include "transport/roce/roce_qp.h"
 #include "util/config.h"
+#include "util/log.h"
 #include "wire/roce/fault_port.h"
 #include "wire/roce/forwarding_port.h"
 #include "wire/roce/udp_port.h"
@@ -77,14 +79,51 @@ std::unique_ptr<PacketPort> OpenPacketPort(Status* err) {
   std::string prefix = GetConfig().ShmPrefix();
   if (!prefix.empty() && prefix[0] == '/') prefix.erase(0, 1);
   prefix += "-roce-";
+  // Registries' gateways, one name per QPN range (host/qpn_range.h) for
+  // every user of the network namespace: "softrdma-roce-gw-<slot>".
+  ForwardingPort::Gateway gateway;
+  gateway.prefix = "softrdma-roce-gw-";
+  gateway.own_slot = engine->registry().qpn_slot();
+  gateway.slot_of = [](uint32_t qpn) { return QpnSlotOf(qpn); };
   std::unique_ptr<ForwardingPort> forwarding;
   if (Status s = ForwardingPort::Open(std::move(port), prefix, uint32_t(getpid()),
-                                      ForeignOwners(engine), &forwarding);
+                                      ForeignOwners(engine), &forwarding, &gateway);
       !s.ok()) {
     *err = s;
     return nullptr;
   }
   return forwarding;
+}
+
+void LogCounters(PacketPort* port) {
+  const Counters& c = GetCounters();
+  auto n = [](const std::atomic<uint64_t>& v) {
+    return static_cast<unsigned long long>(v.load(std::memory_order_relaxed));
+  };
+  SOFTRDMA_LOG(kInfo,
+               "RoCE: tx %llu rx %llu retransmits %llu duplicates %llu seq NAKs %llu; dropped: "
+               "no QP %llu wrong QP %llu PSN %llu ICRC %llu; port refused %llu",
+               n(c.tx_packets), n(c.rx_packets), n(c.retransmits), n(c.duplicates),
+               n(c.seq_naks_sent), n(c.drop_no_qp), n(c.drop_wrong_qp), n(c.drop_psn_window),
+               n(c.drop_bad_icrc), n(c.send_refused));
+  if (const auto* forwarding = dynamic_cast<const ForwardingPort*>(port)) {
+    const ForwardingPort::Counters f = forwarding->counters();
+    SOFTRDMA_LOG(kInfo,
+                 "RoCE forwarding: to processes %llu (failed %llu), received %llu, refused %llu; "
+                 "to gateways %llu (failed %llu), via our gateway %llu (refused %llu); Unix "
+                 "datagrams %llu (failed %llu); gateway held: %s",
+                 static_cast<unsigned long long>(f.forwarded),
+                 static_cast<unsigned long long>(f.forward_failed),
+                 static_cast<unsigned long long>(f.received_forwarded),
+                 static_cast<unsigned long long>(f.refused),
+                 static_cast<unsigned long long>(f.to_gateway),
+                 static_cast<unsigned long long>(f.to_gateway_failed),
+                 static_cast<unsigned long long>(f.via_gateway),
+                 static_cast<unsigned long long>(f.gateway_refused),
+                 static_cast<unsigned long long>(f.batches_sent),
+                 static_cast<unsigned long long>(f.batches_failed),
+                 forwarding->holds_gateway() ? "yes" : "no");
+  }
 }
 
 }  // namespace softrdma::transport::roce

@@ -14,4 +14,9 @@ namespace softrdma::transport::roce {
 // nullptr with the reason in *err.
 std::unique_ptr<softrdma::roce::PacketPort> OpenPacketPort(Status* err);
 
+// At exit, with SOFTRDMA_LOG=info: the RoCE wire's counters of this process
+// (packets, drops, retransmissions) and its port's forwarding counters (to
+// other processes and registries), so a slow run can be told from a lossy one.
+void LogCounters(softrdma::roce::PacketPort* port);
+
 }  // namespace softrdma::transport::roce

@@ -24,7 +24,7 @@ DatagramTx TransmitDatagram(Engine& engine, Qp& qp, uint32_t index) {
   memcpy(net.src_gid.data(), source.gid.raw, 16);
   memcpy(net.dst_gid.data(), w.ud.dgid.raw, 16);
   net.ip_version = sr::IsIpv4Mapped(net.src_gid) && sr::IsIpv4Mapped(net.dst_gid) ? 4 : 6;
-  net.udp_src_port = sr::kRoceUdpPort;
+  net.udp_src_port = SourcePortFor(engine, net.src_gid);
   IpEndpoint to;
   memcpy(to.addr.s6_addr, w.ud.dgid.raw, 16);
   to.port = sr::kRoceUdpPort;

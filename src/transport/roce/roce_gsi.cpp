@@ -25,7 +25,7 @@ bool SendGsiPacket(Engine& engine, const GsiDatagram& datagram, uint32_t src_qpn
   std::memcpy(net.src_gid.data(), datagram.local_gid.data(), 16);
   std::memcpy(net.dst_gid.data(), datagram.remote_gid.data(), 16);
   net.ip_version = sr::IsIpv4Mapped(net.src_gid) && sr::IsIpv4Mapped(net.dst_gid) ? 4 : 6;
-  net.udp_src_port = sr::kRoceUdpPort;
+  net.udp_src_port = SourcePortFor(engine, net.src_gid);
   sr::IpEndpoint to;
   std::memcpy(to.addr.s6_addr, datagram.remote_gid.data(), 16);
   to.port = sr::kRoceUdpPort;

@@ -60,6 +60,9 @@ bool SendPacket(Engine& engine, const RoceQp& rq, const TransportHeaders& h, con
                 int npayload, size_t payload_length);
 
 // The same for any destination (UD: per WQE).
+// The UDP source port of datagrams from local address `src` (sealed into the
+// ICRC): 4791, or the port's own where another user holds 4791 there.
+uint16_t SourcePortFor(Engine& engine, const softrdma::roce::Gid& src);
 bool SendPacketTo(Engine& engine, const NetworkHeaders& net, const IpEndpoint& to,
                   const TransportHeaders& h, const iovec* payload, int npayload,
                   size_t payload_length);

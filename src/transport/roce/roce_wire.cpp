@@ -73,7 +73,7 @@ bool Attach(Engine& engine, Qp& qp) {
   rq->net.ip_version =
       sr::IsIpv4Mapped(rq->net.src_gid) && sr::IsIpv4Mapped(rq->net.dst_gid) ? 4 : 6;
   rq->net.ipv4_identification = 0;  // the port sends with DF and no connect(): ID 0
-  rq->net.udp_src_port = sr::kRoceUdpPort;
+  rq->net.udp_src_port = SourcePortFor(engine, rq->net.src_gid);
   rq->to.addr = ToAddr(rq->net.dst_gid);
   rq->to.port = sr::kRoceUdpPort;
   const uint32_t mtu_code = qp.attr.path_mtu;
@@ -109,6 +109,11 @@ void OnError(Qp& qp) {
 bool SendPacket(Engine& engine, const RoceQp& rq, const TransportHeaders& h, const iovec* payload,
                 int npayload, size_t payload_length) {
   return SendPacketTo(engine, rq.net, rq.to, h, payload, npayload, payload_length);
+}
+
+uint16_t SourcePortFor(Engine& engine, const sr::Gid& src) {
+  PacketPort* port = engine.packet_port();
+  return port ? port->SourcePort(ToAddr(src)) : sr::kRoceUdpPort;
 }
 
 bool SendPacketTo(Engine& engine, const NetworkHeaders& net, const IpEndpoint& to,

@@ -67,6 +67,7 @@ class FaultInjectingPort : public PacketPort {
   bool AddressIsOurs(const in6_addr& address) const override {
     return inner_->AddressIsOurs(address);
   }
+  uint16_t SourcePort(const in6_addr& from) const override { return inner_->SourcePort(from); }
 
   FaultCounters send_counters() const;
   // These two read the receive side: from the thread that polls (or while

@@ -71,6 +71,11 @@ class PacketPort {
   // holds the address's UDP 4791, and a peer there is then reached over UDP
   // like one on another host). Ports without addresses (tests) say true.
   virtual bool AddressIsOurs(const in6_addr&) const { return true; }
+  // The UDP source port datagrams from local address `from` leave with (the
+  // ICRC covers it, so the transport must know it before it seals a
+  // packet): kRoceUdpPort, or, where another user holds that port on the
+  // address, the port of the socket this port sends from instead.
+  virtual uint16_t SourcePort(const in6_addr& /*from*/) const { return kRoceUdpPort; }
 };
 
 }  // namespace softrdma::roce

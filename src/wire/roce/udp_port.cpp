@@ -234,6 +234,19 @@ Status UdpPort::Open(const UdpPortOptions& options, std::unique_ptr<UdpPort>* ou
     if (fd < 0) {
       last_error = -fd;
       failures += std::string(failures.empty() ? "" : ", ") + text + ": " + strerror(-fd);
+      // Held by another user's group (or another program): send from a
+      // port of our own there; what comes to the address is theirs to hand
+      // on (the gateway, forwarding_port.h).
+      if (-fd == EADDRINUSE && port->port_ != 0) {
+        if (const int send_fd = OpenRoceSocket(address, 0); send_fd >= 0) {
+          sockaddr_storage bound;
+          socklen_t length = sizeof bound;
+          getsockname(send_fd, reinterpret_cast<sockaddr*>(&bound), &length);
+          port->send_only_sockets_.push_back(
+              {send_fd, address, IsIpv4(address), FromSockaddr(bound).port});
+          port->send_only_bound_.push_back(address);
+        }
+      }
       continue;
     }
     if (port->port_ == 0) {  // the kernel chose: the other addresses take the same port
@@ -246,10 +259,10 @@ Status UdpPort::Open(const UdpPortOptions& options, std::unique_ptr<UdpPort>* ou
     event.events = EPOLLIN;
     event.data.u64 = port->sockets_.size();
     epoll_ctl(port->epoll_fd_, EPOLL_CTL_ADD, fd, &event);
-    port->sockets_.push_back({fd, address, IsIpv4(address)});
+    port->sockets_.push_back({fd, address, IsIpv4(address), port->port_});
     port->bound_.push_back(address);
   }
-  if (port->sockets_.empty())
+  if (port->sockets_.empty() && port->send_only_sockets_.empty())
     return Status::Error(last_error,
                          "cannot bind UDP port " + std::to_string(options.port) +
                              (failures.empty() ? ": no local address" : ": " + failures));
@@ -260,6 +273,7 @@ Status UdpPort::Open(const UdpPortOptions& options, std::unique_ptr<UdpPort>* ou
 
 UdpPort::~UdpPort() {
   for (const Socket& s : sockets_) close(s.fd);
+  for (const Socket& s : send_only_sockets_) close(s.fd);
   for (const auto& [key, fd] : source_port_fds_)
     if (fd >= 0) close(fd);
   if (epoll_fd_ >= 0) close(epoll_fd_);
@@ -271,6 +285,13 @@ bool UdpPort::AddressIsOurs(const in6_addr& address) const {
     if (IsUnspecified(bound) && IsIpv4(bound) == IsIpv4(address)) return true;
   }
   return false;
+}
+
+uint16_t UdpPort::SourcePort(const in6_addr& from) const {
+  if (AddressIsOurs(from)) return port_;
+  for (const Socket& s : send_only_sockets_)
+    if (SameAddress(s.address, from)) return s.port;
+  return port_;
 }
 
 UdpPort::Counters UdpPort::counters() const {
@@ -287,7 +308,11 @@ UdpPort::Counters UdpPort::counters() const {
 
 int UdpPort::SourcePortSocket(const Socket& base, uint16_t src_port) {
   std::lock_guard<std::mutex> lock(source_port_mutex_);
-  const auto key = std::make_pair(size_t(&base - sockets_.data()), src_port);
+  // Receiving sockets first, then the send-only ones: one index for both.
+  const bool receiving = &base >= sockets_.data() && &base < sockets_.data() + sockets_.size();
+  const size_t index = receiving ? size_t(&base - sockets_.data())
+                                 : sockets_.size() + size_t(&base - send_only_sockets_.data());
+  const auto key = std::make_pair(index, src_port);
   auto it = source_port_fds_.find(key);
   if (it != source_port_fds_.end()) return it->second;
   if (source_port_fds_.size() >= kMaxSourcePortSockets) return -1;
@@ -302,16 +327,19 @@ int UdpPort::SocketFor(const OutDatagram& d) {
   const bool ipv4 = IsIpv4(d.to.addr);
   const Socket* chosen = nullptr;
   const bool any_source = IsUnspecified(d.from);
-  for (const Socket& s : sockets_) {
-    if (s.ipv4 != ipv4) continue;
-    if (any_source || SameAddress(s.address, d.from)) {
-      chosen = &s;
-      break;
+  for (const std::vector<Socket>* set : {&sockets_, &send_only_sockets_}) {
+    for (const Socket& s : *set) {
+      if (s.ipv4 != ipv4) continue;
+      if (any_source || SameAddress(s.address, d.from)) {
+        chosen = &s;
+        break;
+      }
+      if (!chosen && IsUnspecified(s.address)) chosen = &s;  // a wildcard socket sends from any
     }
-    if (!chosen && IsUnspecified(s.address)) chosen = &s;  // a wildcard socket sends from any
+    if (chosen && (any_source || SameAddress(chosen->address, d.from))) break;
   }
   if (!chosen) return -EADDRNOTAVAIL;
-  if (d.src_port != 0 && d.src_port != port_) {
+  if (d.src_port != 0 && d.src_port != chosen->port) {
     const int fd = SourcePortSocket(*chosen, d.src_port);
     if (fd >= 0) return fd;
     counters_.source_port_fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -487,6 +515,7 @@ int UdpPort::ReadSocket(const Socket& s, const DatagramSink& sink, int max) {
 
 int UdpPort::Poll(const DatagramSink& sink, int max) {
   if (max <= 0) return 0;
+  if (sockets_.empty()) return 0;  // send-only: the other user's group hands ours on
   if (sockets_.size() == 1) return ReadSocket(sockets_[0], sink, max);
   // Several addresses: one epoll_wait finds the sockets with datagrams, so an
   // empty poll costs one system call whatever the number of addresses.

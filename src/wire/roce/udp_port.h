@@ -23,6 +23,11 @@
 // A datagram with a UDP source port (the flow rule's entropy) leaves from a
 // socket bound to that port, made on first use; when the port cannot be had
 // (another program holds it) it leaves from 4791.
+// An address whose port 4791 another user holds (its reuseport group admits
+// one uid) gets a send-only socket bound to (address, a port the kernel
+// picks): datagrams from it leave with that source port (SourcePort), and
+// what comes to the address reaches the other user's group, which hands
+// ours to our registry's gateway (forwarding_port.h).
 #pragma once
 
 #include <atomic>
@@ -79,6 +84,9 @@ class UdpPort : public PacketPort {
   int ReadableFd() const override { return epoll_fd_; }
   // True when this port bound `address` (so packets to it reach our group).
   bool AddressIsOurs(const in6_addr& address) const override;
+  uint16_t SourcePort(const in6_addr& from) const override;
+  // Addresses where another user holds the port: sent from, never received on.
+  const std::vector<in6_addr>& send_only_addresses() const { return send_only_bound_; }
   const std::vector<in6_addr>& bound_addresses() const { return bound_; }
   // The UDP port the sockets are bound to (kRoceUdpPort unless a test chose).
   uint16_t port() const { return port_; }
@@ -99,6 +107,7 @@ class UdpPort : public PacketPort {
     int fd = -1;
     in6_addr address{};
     bool ipv4 = false;
+    uint16_t port = 0;  // the UDP port it is bound to
   };
   UdpPort() = default;
   int SocketFor(const OutDatagram& d);
@@ -108,8 +117,10 @@ class UdpPort : public PacketPort {
 
   uint16_t port_ = kRoceUdpPort;
   int epoll_fd_ = -1;
-  std::vector<Socket> sockets_;
+  std::vector<Socket> sockets_;            // bound to port_: receive and send
+  std::vector<Socket> send_only_sockets_;  // another user holds port_ there
   std::vector<in6_addr> bound_;
+  std::vector<in6_addr> send_only_bound_;
   // (socket index, source port) -> fd bound to that port, or -1: not bindable.
   std::map<std::pair<size_t, uint16_t>, int> source_port_fds_;
   size_t next_socket_ = 0;  // Poll starts here, so no socket starves the others
