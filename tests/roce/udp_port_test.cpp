@@ -295,6 +295,63 @@ TEST(UdpPort, AnotherUserOnOurAddressSendsFromAPortOfItsOwn) {
   EXPECT_EQ(got[0].bytes.size(), 16u);
 }
 
+// Once the other user's processes have let the address's port go, the
+// port binds it and receives there (within its 100 ms retry), still
+// sending from its own source port.
+TEST(UdpPort, AnotherUsersPortTakesTheAddressOnceItIsFree) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  auto a = OpenOn("127.0.0.1");
+  ASSERT_TRUE(a);
+  const uint16_t taken = a->port();
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The copies of a's sockets fork gave us would keep the port held.
+    for (int fd = 3; fd < 1024; ++fd)
+      if (fd != to_child[0] && fd != to_parent[1]) close(fd);
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(2);
+    const in6_addr loopback = Address("127.0.0.1");
+    UdpPortOptions options;
+    options.addresses = {loopback};
+    options.port = taken;
+    std::unique_ptr<UdpPort> b;
+    if (!UdpPort::Open(options, &b).ok() || b->send_only_addresses().size() != 1) _exit(3);
+    if (b->Poll([](const InDatagram&) {}, 16) != 0 || b->counters().late_binds != 0) _exit(4);
+    char go = 0;
+    if (write(to_parent[1], &go, 1) != 1 || read(to_child[0], &go, 1) != 1) _exit(5);
+    uint8_t payload[8] = {0x64};
+    OutDatagram d;
+    d.to = {loopback, taken};
+    d.from = loopback;
+    d.src_port = b->SourcePort(loopback);
+    d.parts[0] = {payload, sizeof payload};
+    d.nparts = 1;
+    int received = 0;
+    for (int i = 0; i < 100 && received == 0; ++i) {
+      if (b->Send(&d, 1) != 1) _exit(6);
+      usleep(20000);
+      received = b->Poll(
+          [&](const InDatagram& in) {
+            if (in.from.port != d.src_port) _exit(7);
+          },
+          16);
+    }
+    _exit(received > 0 && b->counters().late_binds == 1 ? 0 : 8);
+  }
+  char go = 0;
+  ASSERT_EQ(read(to_parent[0], &go, 1), 1);
+  a.reset();  // root's processes are gone: the port is free
+  ASSERT_EQ(write(to_child[1], &go, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST(UdpPort, ParseAddressList) {
   std::vector<in6_addr> list;
   ASSERT_TRUE(ParseAddressList(" 192.0.2.1, fd00::1 ,", &list).ok());

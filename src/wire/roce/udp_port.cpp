@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/clock.h"
 #include "wire/roce/icrc.h"
 
 #ifndef UDP_SEGMENT
@@ -245,6 +246,7 @@ Status UdpPort::Open(const UdpPortOptions& options, std::unique_ptr<UdpPort>* ou
           port->send_only_sockets_.push_back(
               {send_fd, address, IsIpv4(address), FromSockaddr(bound).port});
           port->send_only_bound_.push_back(address);
+          port->late_bound_.push_back(false);
         }
       }
       continue;
@@ -274,6 +276,7 @@ Status UdpPort::Open(const UdpPortOptions& options, std::unique_ptr<UdpPort>* ou
 UdpPort::~UdpPort() {
   for (const Socket& s : sockets_) close(s.fd);
   for (const Socket& s : send_only_sockets_) close(s.fd);
+  for (const Socket& s : late_sockets_) close(s.fd);
   for (const auto& [key, fd] : source_port_fds_)
     if (fd >= 0) close(fd);
   if (epoll_fd_ >= 0) close(epoll_fd_);
@@ -303,6 +306,7 @@ UdpPort::Counters UdpPort::counters() const {
   c.receive_calls = counters_.receive_calls.load(std::memory_order_relaxed);
   c.gro_batches = counters_.gro_batches.load(std::memory_order_relaxed);
   c.source_port_fallbacks = counters_.source_port_fallbacks.load(std::memory_order_relaxed);
+  c.late_binds = counters_.late_binds.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -513,10 +517,35 @@ int UdpPort::ReadSocket(const Socket& s, const DatagramSink& sink, int max) {
   return delivered;
 }
 
+void UdpPort::TryBindLater() {
+  const uint64_t now = NowNs();
+  if (now < next_late_bind_ns_) return;
+  next_late_bind_ns_ = now + kLateBindIntervalNs;
+  for (size_t i = 0; i < send_only_sockets_.size(); ++i) {
+    if (late_bound_[i]) continue;
+    const Socket& s = send_only_sockets_[i];
+    const int fd = OpenRoceSocket(s.address, port_);
+    if (fd < 0) continue;  // still held by the other user's group
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = kLateSocketBase + late_sockets_.size();
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+      close(fd);
+      continue;
+    }
+    late_sockets_.push_back({fd, s.address, s.ipv4, port_});
+    late_bound_[i] = true;
+    counters_.late_binds.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 int UdpPort::Poll(const DatagramSink& sink, int max) {
   if (max <= 0) return 0;
-  if (sockets_.empty()) return 0;  // send-only: the other user's group hands ours on
-  if (sockets_.size() == 1) return ReadSocket(sockets_[0], sink, max);
+  // Where another user's group held the port: take it once it is free, so
+  // that the address is not left without a receiver when they have gone.
+  if (late_sockets_.size() < send_only_sockets_.size()) TryBindLater();
+  if (sockets_.empty() && late_sockets_.empty()) return 0;  // the other user's group hands ours on
+  if (sockets_.size() == 1 && late_sockets_.empty()) return ReadSocket(sockets_[0], sink, max);
   // Several addresses: one epoll_wait finds the sockets with datagrams, so an
   // empty poll costs one system call whatever the number of addresses.
   epoll_event ready[16];
@@ -524,7 +553,10 @@ int UdpPort::Poll(const DatagramSink& sink, int max) {
   int total = 0;
   for (int i = 0; i < nready && total < max; ++i) {
     const size_t index = size_t((ready[(size_t(i) + next_socket_) % size_t(nready)].data.u64));
-    if (index < sockets_.size()) total += ReadSocket(sockets_[index], sink, max - total);
+    if (index < sockets_.size())
+      total += ReadSocket(sockets_[index], sink, max - total);
+    else if (index >= kLateSocketBase && index - kLateSocketBase < late_sockets_.size())
+      total += ReadSocket(late_sockets_[index - kLateSocketBase], sink, max - total);
   }
   ++next_socket_;
   return total;

@@ -27,7 +27,11 @@
 // one uid) gets a send-only socket bound to (address, a port the kernel
 // picks): datagrams from it leave with that source port (SourcePort), and
 // what comes to the address reaches the other user's group, which hands
-// ours to our registry's gateway (forwarding_port.h).
+// ours to our registry's gateway (forwarding_port.h). Poll tries to bind
+// the port there again every 100 ms and receives on it once the other
+// user's processes have let it go (their group then no longer exists); it
+// keeps sending from the send-only socket, the source port the QPs sealed
+// their ICRCs with.
 #pragma once
 
 #include <atomic>
@@ -99,6 +103,7 @@ class UdpPort : public PacketPort {
     uint64_t receive_calls = 0;          // recvmmsg calls that returned datagrams
     uint64_t gro_batches = 0;            // reads that held several datagrams (UDP_GRO)
     uint64_t source_port_fallbacks = 0;  // flow source port not bindable: sent from port()
+    uint64_t late_binds = 0;  // addresses whose port we took after another user let it go
   };
   Counters counters() const;  // a snapshot
 
@@ -119,6 +124,14 @@ class UdpPort : public PacketPort {
   int epoll_fd_ = -1;
   std::vector<Socket> sockets_;            // bound to port_: receive and send
   std::vector<Socket> send_only_sockets_;  // another user holds port_ there
+  // Poll's own: port_ bound later on send-only addresses (receive only;
+  // their epoll data is kLateSocketBase + index), and which are.
+  static constexpr uint64_t kLateSocketBase = 1ull << 32;
+  static constexpr uint64_t kLateBindIntervalNs = 100'000'000;
+  std::vector<Socket> late_sockets_;
+  std::vector<bool> late_bound_;  // per send-only socket
+  uint64_t next_late_bind_ns_ = 0;
+  void TryBindLater();
   std::vector<in6_addr> bound_;
   std::vector<in6_addr> send_only_bound_;
   // (socket index, source port) -> fd bound to that port, or -1: not bindable.
@@ -129,7 +142,7 @@ class UdpPort : public PacketPort {
   // are relaxed atomics, the source port sockets are under a mutex.
   struct AtomicCounters {
     std::atomic<uint64_t> sent{0}, send_calls{0}, gso_batches{0}, received{0}, receive_calls{0},
-        gro_batches{0}, source_port_fallbacks{0};
+        gro_batches{0}, source_port_fallbacks{0}, late_binds{0};
   };
   mutable AtomicCounters counters_;
   std::mutex source_port_mutex_;
