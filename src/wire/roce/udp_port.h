@@ -73,8 +73,10 @@ uint32_t InterfaceMtuOfAddress(const in6_addr& local);
 
 class UdpPort : public PacketPort {
  public:
-  // Binds every address of `options`. Fails (EADDRINUSE, EADDRNOTAVAIL...)
-  // only when not one address could be bound; the others are skipped.
+  // Binds every address of `options`; where another user holds the port
+  // (EADDRINUSE) it opens a send-only socket instead (see above). Fails
+  // (EADDRINUSE, EADDRNOTAVAIL...) only when not one address could be had;
+  // the others are skipped.
   static Status Open(const UdpPortOptions& options, std::unique_ptr<UdpPort>* out);
   ~UdpPort() override;
   UdpPort(const UdpPort&) = delete;
