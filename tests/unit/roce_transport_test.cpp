@@ -3,198 +3,24 @@
 // packet goes through the codec, the ICRC and the requester / responder /
 // completer; the shm wire is not used (Engine::SetPacketPortForTesting).
 #include <endian.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
-#include <memory>
-#include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "core/verbs.h"
-#include "engine_test_support.h"
-#include "fake_packet_port.h"
-#include "host/registry.h"
-#include "transport/engine.h"
-#include "transport/roce/roce_qp.h"
-#include "util/clock.h"
-#include "wire/roce/packet.h"
-#include "wire/shm/shm_region.h"
+#include "roce_transport_fixture.h"
 
 namespace softrdma {
 namespace {
 
 using namespace softrdma::verbs;
-using testing::FakePacketPort;
-using testing::LoopbackGid;
+using testing::Fill;
+using testing::QpOptions;
+using testing::RoceTransport;
 namespace tr = transport::roce;
-
-struct QpOptions {
-  ibv_qp_type type = IBV_QPT_RC;
-  ibv_mtu mtu = IBV_MTU_1024;
-  uint8_t timeout = 12;  // ~17 ms
-  uint8_t retry_cnt = 7;
-  uint8_t rnr_retry = 7;
-  uint8_t min_rnr_timer = 1;  // 10 us
-  uint8_t rd_atomic = 4;
-};
-
-class RoceTransport : public ::testing::Test {
- protected:
-  // A namespace of this test process's own, removed at the end: the engine
-  // must neither attach to the user's default registry nor leave one behind.
-  static void SetUpTestSuite() { testing::UseOwnNamespace(); }
-  static void TearDownTestSuite() { testing::RemoveOwnRegistry(); }
-  virtual bool WithFd() const { return false; }
-  void SetUp() override {
-    Status err;
-    engine_ = Engine::Get(&err);
-    ASSERT_NE(engine_, nullptr);
-    auto port = std::make_unique<FakePacketPort>(testing::PortFaults{}, WithFd());
-    port_ = port.get();
-    engine_->SetPacketPortForTesting(std::move(port));
-    int n = 0;
-    ibv_device** list = GetDeviceList(&n);
-    ASSERT_GT(n, 0);
-    ctx_ = OpenDevice(list[0]);
-    FreeDeviceList(list);
-    ASSERT_NE(ctx_, nullptr);
-    gid_ = LoopbackGid(ctx_);
-    ASSERT_GE(gid_, 0);
-    pd_ = AllocPd(ctx_);
-    cq_a_ = CreateCq(ctx_, 4096, nullptr, nullptr, 0);
-    cq_b_ = CreateCq(ctx_, 4096, nullptr, nullptr, 0);
-    ASSERT_TRUE(pd_ && cq_a_ && cq_b_);
-  }
-  void TearDown() override {
-    for (ibv_qp* qp : {a_, b_})
-      if (qp) DestroyQp(qp);
-    for (ibv_mr* mr : mrs_) DeregMr(mr);
-    if (cq_a_) DestroyCq(cq_a_);
-    if (cq_b_) DestroyCq(cq_b_);
-    if (pd_) DeallocPd(pd_);
-    if (ctx_) CloseDevice(ctx_);
-    engine_->SetPacketPortForTesting(nullptr);
-  }
-
-  ibv_qp* MakeQp(ibv_cq* cq, const QpOptions& o) {
-    ibv_qp_init_attr qa{};
-    qa.send_cq = cq;
-    qa.recv_cq = cq;
-    qa.qp_type = o.type;
-    qa.cap = {1024, 1024, 4, 4, 64};
-    return CreateQp(pd_, &qa);
-  }
-  int Connect(ibv_qp* qp, uint32_t dest, const QpOptions& o) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        (o.type == IBV_QPT_RC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
-    if (int rc =
-            ModifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = o.mtu;
-    a.dest_qp_num = dest;
-    a.rq_psn = 0xFFFFF0;  // PSNs wrap during the tests
-    a.max_dest_rd_atomic = o.rd_atomic;
-    a.min_rnr_timer = o.min_rnr_timer;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.hop_limit = 1;
-    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_);
-    QueryGid(ctx_, 1, gid_, &a.ah_attr.grh.dgid);
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if (o.type == IBV_QPT_RC) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    if (int rc = ModifyQp(qp, &a, mask)) return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 0xFFFFF0;
-    a.timeout = o.timeout;
-    a.retry_cnt = o.retry_cnt;
-    a.rnr_retry = o.rnr_retry;
-    a.max_rd_atomic = o.rd_atomic;
-    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if (o.type == IBV_QPT_RC)
-      mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    return ModifyQp(qp, &a, mask);
-  }
-  void MakePair(const QpOptions& o = {}) {
-    a_ = MakeQp(cq_a_, o);
-    b_ = MakeQp(cq_b_, o);
-    ASSERT_TRUE(a_ && b_);
-    ASSERT_EQ(Connect(a_, b_->qp_num, o), 0);
-    ASSERT_EQ(Connect(b_, a_->qp_num, o), 0);
-    ASSERT_NE(Qp::From(a_)->roce, nullptr) << "the QP must be on the RoCE wire";
-  }
-  ibv_mr* Register(std::vector<uint8_t>& buf) {
-    ibv_mr* mr = RegMr(pd_, buf.data(), buf.size(), reinterpret_cast<uintptr_t>(buf.data()),
-                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_REMOTE_ATOMIC);
-    mrs_.push_back(mr);
-    return mr;
-  }
-  // Polls `cq` until `n` completions arrived or `ms` passed.
-  std::vector<ibv_wc> Wait(ibv_cq* cq, size_t n, int ms = 10000) {
-    std::vector<ibv_wc> out;
-    const uint64_t end = NowNs() + uint64_t(ms) * 1000000;
-    while (out.size() < n && NowNs() < end) {
-      ibv_wc wc[16];
-      const int got = PollCq(cq, 16, wc);
-      for (int i = 0; i < got; ++i) out.push_back(wc[i]);
-      if (got == 0) std::this_thread::yield();
-    }
-    return out;
-  }
-  void PostRecv(ibv_qp* qp, ibv_mr* mr, void* addr, uint32_t len, uint64_t id) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(addr), len, mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    ASSERT_EQ(verbs::PostRecv(qp, &wr, &bad), 0);
-  }
-  int Post(ibv_qp* qp, ibv_wr_opcode op, ibv_mr* mr, void* addr, uint32_t len, uint64_t id,
-           uint64_t remote = 0, uint32_t rkey = 0, uint64_t compare_add = 0, uint64_t swap = 0) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(addr), len, mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = id;
-    wr.opcode = op;
-    wr.sg_list = len ? &sge : nullptr;
-    wr.num_sge = len ? 1 : 0;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    if (op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM)
-      wr.imm_data = htobe32(static_cast<uint32_t>(id));
-    if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-      wr.wr.atomic = {remote, compare_add, swap, rkey};
-    } else {
-      wr.wr.rdma = {remote, rkey};
-    }
-    ibv_send_wr* bad = nullptr;
-    return PostSend(qp, &wr, &bad);
-  }
-
-  Engine* engine_ = nullptr;
-  FakePacketPort* port_ = nullptr;
-  ibv_context* ctx_ = nullptr;
-  int gid_ = -1;
-  ibv_pd* pd_ = nullptr;
-  ibv_cq* cq_a_ = nullptr;
-  ibv_cq* cq_b_ = nullptr;
-  ibv_qp* a_ = nullptr;
-  ibv_qp* b_ = nullptr;
-  std::vector<ibv_mr*> mrs_;
-};
-
-void Fill(std::vector<uint8_t>& v, uint32_t seed) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 131 + seed * 7) >> 1);
-}
 
 // SEND segmented at every path MTU, lengths around the MTU's edges.
 TEST_F(RoceTransport, SendSegmentsAtEveryMtu) {

@@ -153,11 +153,18 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
     }
     case sr::AethType::kNak:
       if (syndrome == sr::kNakPsnSequenceError) {
+        GetCounters().seq_naks_received.fetch_add(1, std::memory_order_relaxed);
+        // A NAK beyond the oldest unacknowledged PSN acknowledges what came
+        // before it: progress, so the retry budget starts over and counts
+        // only the tries at the same PSN (a long transfer at 10% loss meets
+        // more NAKs between two ACKs than retry_cnt).
+        const bool forward = PsnDiff(psn, rq.comp_psn) > 0;
         if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
           return Retry(engine, qp);
         // The rest of a burst whose head got an RNR NAK: rewound already.
         if (qp.rnr_wait_until_ns && psn == rq.comp_psn) return;
         AdvanceComp(rq, psn);
+        if (forward) Progress(qp);
         qp.progress_seen = true;
         return Retry(engine, qp);
       }

@@ -57,8 +57,15 @@ struct RoceQp {
 
   // --- responder
   uint32_t msn = 0;
-  bool nak_sent = false;  // one sequence NAK per gap
-  bool ack_due = false;   // a coalesced ACK for epsn - 1
+  bool nak_sent = false;  // a sequence (or RNR) NAK was sent for epsn, not yet answered
+  // Since that NAK: the PSN that revealed the gap (epsn + 1 after a single
+  // loss) and the last PSN seen ahead of epsn. A packet at or below the
+  // first that comes 2 or more behind the last is the requester's next
+  // go-back-N pass (not a packet the network repeated or swapped with its
+  // neighbour): epsn is missing from it too, and is NAKed again.
+  uint32_t nak_first_psn = 0;
+  uint32_t nak_last_psn = 0;
+  bool ack_due = false;  // a coalesced ACK for epsn - 1
   bool uc_dropping = false;
   InMessage in_message = InMessage::kNone;
   uint64_t in_offset = 0;  // bytes of the message placed so far
@@ -84,8 +91,11 @@ struct Counters {
   std::atomic<uint64_t> drop_psn_window{0};      // out of sequence (after its NAK), or stale
   std::atomic<uint64_t> drop_unsolicited_response{0};
   std::atomic<uint64_t> retransmits{0};  // go-back-N restarts (timeout, NAK, implied NAK)
-  std::atomic<uint64_t> duplicates{0};   // duplicate requests answered
+  std::atomic<uint64_t> timeouts{0};     // retransmit timer expiries (restarts by the timer)
+  std::atomic<uint64_t> seq_naks_received{0};
+  std::atomic<uint64_t> duplicates{0};  // duplicate requests answered
   std::atomic<uint64_t> seq_naks_sent{0};
+  std::atomic<uint64_t> seq_naks_repeated{0};  // of those: a go-back-N pass that missed epsn again
   std::atomic<uint64_t> rnr_naks_sent{0};
   std::atomic<uint64_t> send_refused{0};  // the port took fewer datagrams than offered
   std::atomic<uint64_t> send_errors{0};   // datagrams the network refused for good: lost

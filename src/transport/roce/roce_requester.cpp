@@ -256,6 +256,9 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     return false;
   }
   --qp.retries_left;
+  GetCounters().timeouts.fetch_add(1, std::memory_order_relaxed);
+  SOFTRDMA_LOG(kDebug, "QP %u: retransmit timer expired, go back to PSN %u (%d retries left)",
+               qp.qpx.qp_base.qp_num, qp.roce->comp_psn, qp.retries_left);
   Rewind(qp);
   qp.last_ack_ns = now;
   Transmit(engine, qp);

@@ -73,6 +73,9 @@ void CompleteRecv(Qp& qp, const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode 
 void RnrNak(Engine& engine, Qp& qp, uint32_t psn) {
   Nak(engine, qp, psn, sr::RnrNakSyndrome(static_cast<uint8_t>(qp.attr.min_rnr_timer)));
   qp.roce->nak_sent = true;
+  // The burst's packets after it are dropped; the resent burst is a pass.
+  qp.roce->nak_first_psn = PsnAdd(psn, 1);
+  qp.roce->nak_last_psn = psn;
   GetCounters().rnr_naks_sent.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -351,13 +354,23 @@ void OnRequestPacket(Engine& engine, Qp& qp, const PacketIn& in) {
     const int32_t d = PsnDiff(psn, qp.epsn);
     if (d < 0) return OnDuplicate(engine, qp, in);
     if (d > 0) {
-      if (!rq.nak_sent) {
+      // A gap: one sequence NAK, then silence while the rest of that pass
+      // arrives. The requester's next pass, seen coming back to the gap
+      // with epsn still missing, gets the NAK again (once per pass), so a
+      // lost retransmission costs a round trip, not the retransmit timer.
+      Counters& c = GetCounters();
+      const bool next_pass = rq.nak_sent && PsnDiff(psn, rq.nak_first_psn) <= 0 &&
+                             PsnDiff(rq.nak_last_psn, psn) >= 2;
+      if (!rq.nak_sent || next_pass) {
+        if (!rq.nak_sent) rq.nak_first_psn = psn;
         rq.nak_sent = true;
         Nak(engine, qp, qp.epsn, sr::kNakPsnSequenceError);
-        GetCounters().seq_naks_sent.fetch_add(1, std::memory_order_relaxed);
+        c.seq_naks_sent.fetch_add(1, std::memory_order_relaxed);
+        if (next_pass) c.seq_naks_repeated.fetch_add(1, std::memory_order_relaxed);
       } else {
-        GetCounters().drop_psn_window.fetch_add(1, std::memory_order_relaxed);
+        c.drop_psn_window.fetch_add(1, std::memory_order_relaxed);
       }
+      rq.nak_last_psn = psn;
       return;
     }
     rq.nak_sent = false;
