@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -246,6 +248,11 @@ void Engine::Shutdown() {
   }
   shm::ShmRegion::Unlink(Registry::ProcSegmentName(me_));
   registry_.DetachProcess(me_);
+  // The RoCE wire's counters at exit, for the loss tests and their reports.
+  if (const char* stats = getenv("SOFTRDMA_ROCE_STATS");
+      stats && strcmp(stats, "1") == 0 && roce_port_ready_.load(std::memory_order_acquire))
+    fprintf(stderr, "softrdma[%d] roce: %s\n", int(getpid()),
+            transport::roce::FormatCounters().c_str());
 }
 
 Status Engine::RegisterQp(Qp* qp, uint32_t* qpn) {

@@ -159,6 +159,8 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
         // only the tries at the same PSN (a long transfer at 10% loss meets
         // more NAKs between two ACKs than retry_cnt).
         const bool forward = PsnDiff(psn, rq.comp_psn) > 0;
+        SOFTRDMA_LOG(kDebug, "QP %u: sequence NAK for PSN %u (oldest unacknowledged %u, next %u)",
+                     qp.qpx.qp_base.qp_num, psn, rq.comp_psn, qp.next_psn);
         if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
           return Retry(engine, qp);
         // The rest of a burst whose head got an RNR NAK: rewound already.

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/qp.h"
@@ -101,6 +102,8 @@ struct Counters {
   std::atomic<uint64_t> send_errors{0};   // datagrams the network refused for good: lost
 };
 Counters& GetCounters();
+// The counters as "name=value" pairs on one line, for SOFTRDMA_ROCE_STATS.
+std::string FormatCounters();
 
 // The process-wide wire choice (docs/design.md): SOFTRDMA_WIRE=roce sends
 // every RC/UC peer over UDP, even one on this host.

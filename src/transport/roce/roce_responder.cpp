@@ -359,8 +359,8 @@ void OnRequestPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       // with epsn still missing, gets the NAK again (once per pass), so a
       // lost retransmission costs a round trip, not the retransmit timer.
       Counters& c = GetCounters();
-      const bool next_pass = rq.nak_sent && PsnDiff(psn, rq.nak_first_psn) <= 0 &&
-                             PsnDiff(rq.nak_last_psn, psn) >= 2;
+      const bool next_pass =
+          rq.nak_sent && PsnDiff(psn, rq.nak_first_psn) <= 0 && PsnDiff(rq.nak_last_psn, psn) >= 2;
       if (!rq.nak_sent || next_pass) {
         if (!rq.nak_sent) rq.nak_first_psn = psn;
         rq.nak_sent = true;

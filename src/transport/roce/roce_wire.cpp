@@ -25,6 +25,38 @@ Counters& GetCounters() {
   return counters;
 }
 
+std::string FormatCounters() {
+  const Counters& c = GetCounters();
+  const std::pair<const char*, const std::atomic<uint64_t>*> fields[] = {
+      {"tx_packets", &c.tx_packets},
+      {"rx_packets", &c.rx_packets},
+      {"retransmits", &c.retransmits},
+      {"timeouts", &c.timeouts},
+      {"seq_naks_sent", &c.seq_naks_sent},
+      {"seq_naks_repeated", &c.seq_naks_repeated},
+      {"seq_naks_received", &c.seq_naks_received},
+      {"rnr_naks_sent", &c.rnr_naks_sent},
+      {"duplicates", &c.duplicates},
+      {"drop_psn_window", &c.drop_psn_window},
+      {"drop_unsolicited_response", &c.drop_unsolicited_response},
+      {"drop_short", &c.drop_short},
+      {"drop_bad_icrc", &c.drop_bad_icrc},
+      {"drop_unknown_opcode", &c.drop_unknown_opcode},
+      {"drop_bad_header", &c.drop_bad_header},
+      {"drop_no_qp", &c.drop_no_qp},
+      {"drop_wrong_qp", &c.drop_wrong_qp},
+      {"send_refused", &c.send_refused},
+  };
+  std::string out;
+  for (const auto& [name, value] : fields) {
+    if (!out.empty()) out += ' ';
+    out += name;
+    out += '=';
+    out += std::to_string(value->load(std::memory_order_relaxed));
+  }
+  return out;
+}
+
 bool WireForcedToRoce() {
   static const bool forced = [] {
     const char* v = getenv("SOFTRDMA_WIRE");
