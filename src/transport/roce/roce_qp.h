@@ -60,10 +60,10 @@ struct RoceQp {
   uint32_t msn = 0;
   bool nak_sent = false;  // a sequence (or RNR) NAK was sent for epsn, not yet answered
   // Since that NAK: the PSN that revealed the gap (epsn + 1 after a single
-  // loss) and the last PSN seen ahead of epsn. A packet at or below the
-  // first that comes 2 or more behind the last is the requester's next
-  // go-back-N pass (not a packet the network repeated or swapped with its
-  // neighbour): epsn is missing from it too, and is NAKed again.
+  // loss) and the last PSN seen ahead of epsn. That first one again, 2 or
+  // more behind the last, is the requester's next go-back-N pass (not a
+  // packet the network repeated or swapped with its neighbour): epsn is
+  // missing from it too, and is NAKed again.
   uint32_t nak_first_psn = 0;
   uint32_t nak_last_psn = 0;
   bool ack_due = false;  // a coalesced ACK for epsn - 1

@@ -358,9 +358,13 @@ void OnRequestPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       // arrives. The requester's next pass, seen coming back to the gap
       // with epsn still missing, gets the NAK again (once per pass), so a
       // lost retransmission costs a round trip, not the retransmit timer.
+      // The next pass is the packet that revealed the gap arriving again:
+      // any packet at or below it would also take a delayed packet of an
+      // earlier pass for one (1 GiB with 5% delayed 2 ms, duplicated and
+      // reordered: a million duplicates answered, then RETRY_EXC_ERR).
       Counters& c = GetCounters();
       const bool next_pass =
-          rq.nak_sent && PsnDiff(psn, rq.nak_first_psn) <= 0 && PsnDiff(rq.nak_last_psn, psn) >= 2;
+          rq.nak_sent && psn == rq.nak_first_psn && PsnDiff(rq.nak_last_psn, psn) >= 2;
       if (!rq.nak_sent || next_pass) {
         if (!rq.nak_sent) rq.nak_first_psn = psn;
         rq.nak_sent = true;
