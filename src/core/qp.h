@@ -162,6 +162,12 @@ class Qp {
   // (kNakNoQp): it fails when the retransmit timer expires, without retries
   // (transport/completer.cpp, OnAck).
   bool peer_qp_gone = false;
+  // The responder's ring as the retransmit timer last found it, records
+  // waiting unread (transport/completer.cpp, ResponderNotScheduled): its
+  // consumer position then, and since when it has not moved (0 = not seen
+  // stalled).
+  uint64_t peer_stall_consumed = 0;
+  uint64_t peer_stall_since_ns = 0;
   std::shared_ptr<PeerLink> peer;  // the remote QP's process, resolved at RTR
   ProcRef peer_ref{};
 

@@ -201,6 +201,42 @@ void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
   if (qp.tx_blocked) engine.NeedService(&qp);
 }
 
+namespace {
+
+// How long a live responder that reads nothing from its ring may keep a
+// requester's retries from counting down (see ResponderNotScheduled).
+constexpr uint64_t kMaxResponderStallNs = 30'000'000'000;
+
+// Whether the responder's silence over the last timeout is its CPU's, not
+// its QP's: its process is alive, records wait unread in its ring, and its
+// consumer has not moved since the timer last expired. On a NIC the
+// responder's hardware answers whatever its CPU does, so no retry is used
+// up for that: on a loaded host (more runnable threads than cores, a
+// process pinned to a busy core) a process can go half a second without
+// running, as long as a whole retry budget (ibv_rc_pingpong: 7 x 67 ms),
+// and the requester then failed a healthy connection with RETRY_EXC_ERR.
+// A responder that runs and drops what it reads (its QP in INIT or RESET)
+// empties its ring and still uses up the retries; one that reads nothing
+// for kMaxResponderStallNs (a stopped process) counts as unresponsive.
+bool ResponderNotScheduled(Engine& engine, Qp& qp, uint64_t now) {
+  if (!qp.peer || qp.peer->ring == nullptr) return false;
+  const shm::Ring& ring = *qp.peer->ring;
+  const uint64_t consumed = ring.ConsumedSlots();
+  const bool unread = ring.ReservedSlots() != consumed;
+  if (!unread || (qp.peer_stall_since_ns != 0 && consumed != qp.peer_stall_consumed)) {
+    qp.peer_stall_since_ns = 0;  // it reads its ring: its silence is its QP's
+    return false;
+  }
+  if (qp.peer_stall_since_ns == 0) {
+    qp.peer_stall_since_ns = now;
+    qp.peer_stall_consumed = consumed;
+  }
+  if (now - qp.peer_stall_since_ns > kMaxResponderStallNs) return false;
+  return engine.registry().LivePid(qp.peer->ref) != 0;
+}
+
+}  // namespace
+
 bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   if (qp.roce) return roce::CheckTimers(engine, qp, now, deadline);
   if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET) return false;
@@ -216,10 +252,17 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     // at most one timer period after the progress, so never early.
     qp.progress_seen = false;
     qp.last_ack_ns = now;
+    qp.peer_stall_since_ns = 0;
   }
   uint64_t due = qp.last_ack_ns + timeout;
   if (now < due) {
     *deadline = due;
+    return true;
+  }
+  if (!qp.peer_qp_gone && ResponderNotScheduled(engine, qp, now)) {
+    // Nothing was lost: what we sent waits in its ring. Wait once more.
+    qp.last_ack_ns = now;
+    *deadline = now + timeout;
     return true;
   }
   // No sign of life from the responder for a whole timeout (or it said

@@ -171,6 +171,88 @@ TEST(TwoProcesses, PeerKilledMidTransferEndsInRetryExceeded) {
   e.Close();
 }
 
+// Child: posts one receive, then reports the first byte it receives.
+[[noreturn]] void ChildReceivesOne(int to_parent, int from_parent) {
+  alarm(20);
+  Endpoint e;
+  QpParams p;
+  if (!e.Open(p)) exit(10);
+  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
+  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
+  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  std::vector<uint8_t> buf(64, 0);
+  ibv_mr* mr = ibv_reg_mr(e.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!mr) exit(13);
+  ibv_sge sg{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
+  ibv_recv_wr wr{};
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad;
+  if (ibv_post_recv(e.qp, &wr, &bad)) exit(14);
+  char ready = 'r';
+  if (!WriteAll(to_parent, &ready, 1)) exit(15);
+  auto wcs = PollN(e.cq, 1, 15000);
+  if (wcs.size() != 1 || wcs[0].status != IBV_WC_SUCCESS) exit(16);
+  if (!WriteAll(to_parent, &buf[0], 1)) exit(17);
+  char done;
+  (void)ReadAll(from_parent, &done, 1);
+  if (ibv_dereg_mr(mr) || !e.Close()) exit(18);
+  exit(0);
+}
+
+// A responder whose process does not run (stopped here; on a loaded host,
+// not scheduled) for many times the requester's whole retry budget: what
+// was sent waits in its ring, nothing is lost, so the SEND completes once
+// it runs again instead of ending in RETRY_EXC_ERR (a NIC's responder
+// answers whatever its host's CPU does).
+TEST(TwoProcesses, ResponderThatDoesNotRunUsesUpNoRetries) {
+  Child c = ForkChild(ChildReceivesOne);
+  ASSERT_GT(c.pid, 0);
+  const pid_t child = c.pid;
+  Endpoint e;
+  QpParams p;
+  p.timeout = 10;   // ~4 ms per try
+  p.retry_cnt = 1;  // the budget: ~8 ms
+  ASSERT_TRUE(e.Open(p));
+  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
+  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
+  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
+  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  char ready;
+  ASSERT_TRUE(ReadAll(c.from_child, &ready, 1));
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  uint8_t byte = 0x5a;
+  ibv_mr* mr = ibv_reg_mr(e.pd, &byte, 1, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_sge sg{reinterpret_cast<uintptr_t>(&byte), 1, mr->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sg;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad;
+  ASSERT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);
+  auto early = PollN(e.cq, 1, 300);  // ~35 budgets with the responder stopped
+  EXPECT_TRUE(early.empty()) << "completed while the responder was stopped: "
+                             << ibv_wc_status_str(early[0].status);
+  ASSERT_EQ(kill(child, SIGCONT), 0);
+  auto wcs = early.empty() ? PollN(e.cq, 1, 10000) : early;
+  ASSERT_EQ(wcs.size(), 1u) << "the send never completed";
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wcs[0].status);
+  uint8_t got = 0;
+  ASSERT_TRUE(ReadAll(c.from_child, &got, 1));
+  EXPECT_EQ(got, 0x5a);
+  char done = 'd';
+  WriteAll(c.to_child, &done, 1);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  ibv_dereg_mr(mr);
+  e.Close();
+}
+
 // Child: receives two messages by polling, then makes no verbs call at all
 // until the parent is done. While it polls for the second, its progress
 // thread has settled into watching it poll, so the ACK of the second may be

@@ -291,6 +291,10 @@ class alignas(kCacheLine) Ring {
   // Slots reserved since the ring was formatted (records of every producer,
   // each counted by its slots): for tests and diagnostics.
   uint64_t ReservedSlots() const { return reserve_pos_.load(std::memory_order_acquire); }
+  // The consumer position: slots the owner has read since the ring was
+  // formatted. With ReservedSlots, tells a requester whether its responder
+  // reads its ring at all (transport/completer.cpp, CheckTimers).
+  uint64_t ConsumedSlots() const { return consume_pos_.load(std::memory_order_acquire); }
 
   // What the consumer would find at the head, without consuming (any thread
   // may ask): nothing, a record still being written (its commit wakes a
