@@ -21,6 +21,7 @@
 #include "core/cq.h"
 #include "core/objects.h"
 #include "host/registry.h"
+#include "transport/responder_resources.h"
 #include "util/spinlock.h"
 
 namespace softrdma {
@@ -179,6 +180,8 @@ class Qp {
   bool ack_pending = false;  // a (cumulative) ACK for epsn-1 must be sent
   bool in_service_list = false;
   std::deque<PendingResponse> responses;  // two-copy READ/atomic responses, in order
+  // READ/atomics executed, to answer their duplicates (both wires; reset at RTR).
+  transport::ResponderResources rd_resources;
 
   // --- shared receive queue (core/srq.h); null if the QP has its own RQ.
   // A WQE taken from the SRQ belongs to this QP until its message completes.

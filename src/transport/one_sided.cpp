@@ -13,9 +13,11 @@
 // same operations travel as request records (kWrite/kRead/kAtomic) with
 // PSNs, executed by the target's progress and answered by ACKs or by
 // response records (kReadResponse/kAtomicResponse) that the target queues in
-// order in Qp::responses until the initiator's ring has room. The shm wire
-// never loses a response, so duplicate READ/atomic requests (after a rewind)
-// are dropped: the original answer is queued or already delivered.
+// order in Qp::responses until the initiator's ring has room. A duplicate
+// request (the requester's retransmit timer rewound) is answered with the
+// RoCE responder's rule (transport/responder_resources.h): a duplicate
+// WRITE is acknowledged again, a duplicate READ read again from the MR, a
+// duplicate atomic's saved result sent again, never executed twice.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -506,6 +508,37 @@ struct XrcSrqBinding {
   }
 };
 
+// A request whose PSN was executed already (the requester rewound after
+// its retransmit timer expired): a WRITE is acknowledged again (true), a
+// READ/atomic answered with the rule both wires share; what is not
+// remembered is dropped, as on an HCA. Access was checked the first time.
+bool OnDuplicateRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                        const wire::OneSidedEth& eth) {
+  if (req.type == wire::RecordType::kWrite) return true;
+  PendingResponse r{};
+  r.psn = req.psn;
+  if (req.type == wire::RecordType::kRead) {
+    const ExecutedRequest* e =
+        qp.rd_resources.ReadToReplay(req.psn, eth.rkey, eth.remote_addr, req.total_len);
+    if (!e) return false;
+    r.kind = kResponseRead;  // read again now: FlushResponses copies from the MR
+    r.rkey = eth.rkey;
+    r.addr = eth.remote_addr;
+    r.len = req.total_len;
+    r.pd_id = e->pd_id;
+  } else if (req.type == wire::RecordType::kAtomic) {
+    const ExecutedRequest* e = qp.rd_resources.AtomicToReplay(req.psn);
+    if (!e) return false;
+    r.kind = kResponseAtomic;
+    r.value = e->original;
+  } else {
+    return false;
+  }
+  qp.responses.push_back(r);
+  if (!FlushResponses(engine, qp)) engine.NeedService(&qp);
+  return false;  // the response is the acknowledgement
+}
+
 }  // namespace
 
 bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
@@ -514,19 +547,17 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
     EnterError(engine, qp);
     return false;
   }
-  if (req.psn != qp.epsn) {
-    // A duplicate WRITE is re-acknowledged; READ/atomic answers are never
-    // lost on this wire, so their duplicates are dropped. One from the
-    // future is dropped (see OnRequest).
-    const bool duplicate = PsnBefore(req.psn, qp.epsn);
-    if (!duplicate && qp.xrc_fwd_pending) qp.xrc_fwd_dropped = true;
-    return req.type == wire::RecordType::kWrite && duplicate;
+  if (req.psn != qp.epsn && !PsnBefore(req.psn, qp.epsn)) {
+    // From the future (after a NAK): dropped (see OnRequest).
+    if (qp.xrc_fwd_pending) qp.xrc_fwd_dropped = true;
+    return false;
   }
   wire::OneSidedEth eth;
   if (view.size() < sizeof req + sizeof eth ||
       view.size() - sizeof req - sizeof eth < req.payload_len)
     return false;  // malformed: drop
   view.CopyOut(sizeof req, &eth, sizeof eth);
+  if (req.psn != qp.epsn) return OnDuplicateRequest(engine, qp, req, eth);
   const uint32_t data_off = sizeof req + sizeof eth;
 
   // The PD rkeys are checked against: the QP's, or for an XRC target (no
@@ -601,6 +632,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       r.len = req.total_len;
       r.pd_id = pd_id;
       qp.responses.push_back(r);
+      qp.rd_resources.RecordRead(req.psn, req.psn, eth.remote_addr, eth.rkey, req.total_len, pd_id);
       break;
     }
     case wire::RecordType::kAtomic: {
@@ -615,6 +647,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       r.psn = req.psn;
       ExecuteAtomic(locks, SelfPid(), engine.me().slot, hold.host(), op, &r.value);
       qp.responses.push_back(r);
+      qp.rd_resources.RecordAtomic(req.psn, eth.remote_addr, eth.rkey, r.value, pd_id);
       break;
     }
     default:

@@ -69,6 +69,7 @@ void ResetQueues(Qp& qp) {
   qp.frag_received = 0;
   qp.ack_pending = false;
   qp.responses.clear();
+  qp.rd_resources.Reset(0);
   qp.next_psn = 0;
   qp.epsn = 0;
 }

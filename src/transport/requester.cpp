@@ -337,6 +337,8 @@ void ChooseWire(Engine& engine, Qp& qp) {
     if (engine.packet_port()) engine.ActivateRoce();
     return;
   }
+  // A new connection: nothing executed yet whose duplicate could come.
+  qp.rd_resources.Reset(qp.attr.max_dest_rd_atomic);
   // Shared memory reaches the QPs of our own registry on this host only: a
   // QPN of another registry's range (another user, another namespace) is
   // reached over the RoCE wire even at one of our GIDs, as a NIC would.

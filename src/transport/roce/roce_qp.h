@@ -29,20 +29,6 @@ using softrdma::roce::IpEndpoint;
 using softrdma::roce::NetworkHeaders;
 using softrdma::roce::PacketPort;
 
-// A READ or atomic the responder executed, kept to answer its duplicates
-// (rc-transport.md §4.3): a READ is re-executed from the MR, an atomic's
-// saved result is sent again (never re-executed).
-struct Resource {
-  bool valid = false;
-  bool atomic = false;
-  uint32_t first_psn = 0;
-  uint32_t last_psn = 0;
-  uint64_t va = 0;
-  uint32_t rkey = 0;
-  uint32_t length = 0;
-  uint64_t original = 0;  // atomic: the value before it
-};
-
 enum class InMessage : uint8_t { kNone, kSend, kWrite };
 
 struct RoceQp {
@@ -73,8 +59,6 @@ struct RoceQp {
   uint64_t write_va = 0;
   uint32_t write_rkey = 0;
   uint32_t write_length = 0;
-  std::vector<Resource> resources;  // max_dest_rd_atomic entries, recycled oldest first
-  uint32_t next_resource = 0;
 };
 
 // Per-reason counters of received packets dropped, and of the protocol's

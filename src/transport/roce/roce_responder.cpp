@@ -104,12 +104,6 @@ uint64_t RemoteHost(Engine& engine, Qp& qp, uint32_t rkey, uint64_t va, uint64_t
   return host;
 }
 
-Resource& NextResource(RoceQp& rq) {
-  Resource& r = rq.resources[rq.next_resource];
-  rq.next_resource = (rq.next_resource + 1) % static_cast<uint32_t>(rq.resources.size());
-  return r;
-}
-
 // READ response packets for [va, va + len) from PSN `psn` on, read from the
 // MR now (a replay reads again: the data may have changed).
 void SendReadResponses(Engine& engine, Qp& qp, uint32_t rkey, uint64_t va, uint32_t len,
@@ -148,22 +142,18 @@ void OnDuplicate(Engine& engine, Qp& qp, const PacketIn& in) {
   const uint32_t psn = in.h.bth.psn;
   GetCounters().duplicates.fetch_add(1, std::memory_order_relaxed);
   switch (in.info->operation) {
-    case sr::Operation::kRdmaReadRequest:
-      for (const Resource& r : rq.resources) {
-        if (!r.valid || r.atomic || PsnDiff(psn, r.first_psn) < 0 || PsnDiff(psn, r.last_psn) > 0)
-          continue;
-        const sr::Reth& reth = in.h.reth;
-        if (reth.rkey != r.rkey || reth.va < r.va || reth.va + reth.dma_length > r.va + r.length)
-          return;  // not a part of the original: dropped
+    case sr::Operation::kRdmaReadRequest: {
+      // The shared rule (transport/responder_resources.h): a part of a
+      // remembered READ is read again from the MR, anything else dropped.
+      const sr::Reth& reth = in.h.reth;
+      if (qp.rd_resources.ReadToReplay(psn, reth.rkey, reth.va, reth.dma_length))
         SendReadResponses(engine, qp, reth.rkey, reth.va, reth.dma_length, psn);
-        return;
-      }
-      return;  // forgotten (the requester exceeded our resources): dropped
+      return;
+    }
     case sr::Operation::kCompareSwap:
     case sr::Operation::kFetchAdd:
-      for (const Resource& r : rq.resources)
-        if (r.valid && r.atomic && r.first_psn == psn)
-          return SendAckPacket(engine, qp, opc::kAtomicAck, psn, kAckSyndrome, r.original);
+      if (const ExecutedRequest* r = qp.rd_resources.AtomicToReplay(psn))
+        SendAckPacket(engine, qp, opc::kAtomicAck, psn, kAckSyndrome, r->original);
       return;
     default:
       // SEND/WRITE already executed: tell the requester again how far we are.
@@ -293,8 +283,8 @@ void OnReadRequest(Engine& engine, Qp& qp, const PacketIn& in) {
       !RemoteHost(engine, qp, reth.rkey, reth.va, reth.dma_length, IBV_ACCESS_REMOTE_READ))
     return Fatal(engine, qp, psn, sr::kNakRemoteAccessError);
   const uint32_t packets = PacketCount(reth.dma_length, rq.mtu);
-  Resource& r = NextResource(rq);
-  r = Resource{true, false, psn, PsnAdd(psn, packets - 1), reth.va, reth.rkey, reth.dma_length, 0};
+  qp.rd_resources.RecordRead(psn, PsnAdd(psn, packets - 1), reth.va, reth.rkey, reth.dma_length,
+                             qp.pd->id);
   rq.msn = PsnAdd(rq.msn, 1);
   qp.epsn = PsnAdd(psn, packets);
   SendReadResponses(engine, qp, reth.rkey, reth.va, reth.dma_length, psn);
@@ -313,8 +303,7 @@ void OnAtomicRequest(Engine& engine, Qp& qp, const PacketIn& in) {
   const AtomicOp op{cas, cas ? eth.compare : eth.swap_add, cas ? eth.swap_add : 0};
   uint64_t original = 0;
   ExecuteAtomic(locks, SelfPid(), engine.me().slot, host, op, &original);
-  Resource& r = NextResource(rq);
-  r = Resource{true, true, psn, psn, eth.va, eth.rkey, 8, original};
+  qp.rd_resources.RecordAtomic(psn, eth.va, eth.rkey, original, qp.pd->id);
   rq.msn = PsnAdd(rq.msn, 1);
   qp.epsn = PsnAdd(psn, 1);
   SendAckPacket(engine, qp, opc::kAtomicAck, psn, kAckSyndrome, original);

@@ -121,7 +121,6 @@ bool Attach(Engine& engine, Qp& qp) {
                  qp.qpx.qp_base.qp_num, rq->mtu, link_mtu);
     rq->mtu = link_mtu;
   }
-  rq->resources.resize(std::max<uint32_t>(1, qp.attr.max_dest_rd_atomic));
   qp.roce = std::move(rq);
   return true;
 }
