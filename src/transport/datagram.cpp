@@ -5,8 +5,12 @@
 // the receiver drops what it cannot place (wrong Q_Key, no receive WQE,
 // buffer too small), as a NIC drops packets.
 #include <arpa/inet.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <span>
 
@@ -315,6 +319,32 @@ bool ReceivesDatagrams(const Qp& qp) {
                                    qp.state == IBV_QPS_SQD || qp.state == IBV_QPS_SQE);
 }
 
+// Writes a staged datagram into the receive WQE's buffers. A background
+// drain (Engine::DrainingInBackground) may meet buffers the application
+// unmapped while they were still posted and registered: UCX's ud_verbs
+// frees its receive buffers before it destroys the QP, and its
+// registration cache deregisters them only later. An HCA writes into the
+// pages the registration pinned and nothing happens; here the write goes
+// through the application's mapping, so a background drain copies with
+// process_vm_writev into its own process, which reports an unmapped buffer
+// (EFAULT) instead of faulting: the datagram is lost, as into pinned pages
+// nobody maps any more. The application's own verbs calls use memcpy.
+void WriteReceiveBuffers(const iovec* local, int nlocal, uint8_t* data, uint64_t len) {
+  static std::atomic<bool> self_write_refused{false};  // seccomp: memcpy then
+  if (Engine::DrainingInBackground() && !self_write_refused.load(std::memory_order_relaxed)) {
+    const iovec from{data, len};
+    if (process_vm_writev(getpid(), &from, 1, local, static_cast<unsigned long>(nlocal), 0) >= 0 ||
+        errno == EFAULT)
+      return;
+    self_write_refused.store(true, std::memory_order_relaxed);
+  }
+  uint64_t off = 0;
+  for (int i = 0; i < nlocal; ++i) {
+    memcpy(local[i].iov_base, data + off, local[i].iov_len);
+    off += local[i].iov_len;
+  }
+}
+
 // Places a datagram (either wire) into the next receive WQE behind the GRH
 // area: `copy_payload(dst)` writes its req.total_len bytes.
 template <typename CopyPayload>
@@ -345,11 +375,7 @@ void PlaceDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req, const 
   uint8_t buf[kGrhBytes + (128u << limits::kActiveMtu)];
   BuildGrh(d, req.flags & wire::kFlagHasImm, req.total_len, buf);
   copy_payload(buf + kGrhBytes);
-  uint64_t off = 0;
-  for (int i = 0; i < nlocal; ++i) {
-    memcpy(local[i].iov_base, buf + off, local[i].iov_len);
-    off += local[i].iov_len;
-  }
+  WriteReceiveBuffers(local, nlocal, buf, need);
   CompleteDatagram(qp, *slot.wqe, IBV_WC_SUCCESS, req, d);
   ConsumeRecv(qp);
 }

@@ -281,6 +281,15 @@ void Engine::UnregisterQp(Qp* qp) {
   // time. From then on the QP executes nothing (RESET: requests are dropped
   // while what it owes is on its way, and its own sends are not retried).
   for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
+  if (qp->type == IBV_QPT_UD) {
+    // A UD QP owes no requester anything, so a QP being destroyed takes no
+    // more datagrams: the buffers of its receive WQEs may be gone already
+    // (UCX's ud_verbs frees them before it destroys the QP; an HCA survives
+    // that because registered pages stay pinned, docs/design.md "UD").
+    std::lock_guard<SpinLock> qlock(qp->lock);
+    qp->state = IBV_QPS_RESET;
+    qp->qpx.qp_base.state = IBV_QPS_RESET;
+  }
   DrainArrived();
   {
     std::lock_guard<SpinLock> qlock(qp->lock);
@@ -731,7 +740,12 @@ void Engine::ApplicationMayBlock() {
 // outstanding.
 namespace {
 thread_local bool t_draining_for_event = false;  // this thread is the direct waiter
+thread_local bool t_progress_thread = false;     // this thread is the progress thread
 }  // namespace
+
+bool Engine::DrainingInBackground() {
+  return t_progress_thread || t_draining_for_event;
+}
 
 int Engine::WaitForChannelEvent(const void* channel, int nonblocking_fd, void* token, size_t len) {
   const void* none = nullptr;
@@ -994,6 +1008,7 @@ bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
 }
 
 void Engine::ThreadMain() {
+  t_progress_thread = true;
   AppWatch watch;
   watch.seen_polls = app_polls_.load(std::memory_order_relaxed);
   bool watch_again = false;  // the last watch ended on a record left for us

@@ -152,6 +152,11 @@ class Engine {
   // thread of the process waits this way already (block in read() instead);
   // -1: errno set (EINTR: a signal).
   int WaitForChannelEvent(const void* channel, int nonblocking_fd, void* token, size_t len);
+  // Whether the calling thread drains the ring for no verbs call of the
+  // application's about this record: the progress thread, or a thread
+  // waiting in ibv_get_cq_event. Such a drain may meet receive buffers the
+  // application unmapped meanwhile (transport/datagram.cpp).
+  static bool DrainingInBackground();
   // An event token was written to `channel`'s pipe: wakes the thread that
   // waits for it in WaitForChannelEvent, if one does (one load otherwise).
   void TokenWritten(const void* channel) {
