@@ -521,6 +521,12 @@ bool OnDuplicateRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
     const ExecutedRequest* e =
         qp.rd_resources.ReadToReplay(req.psn, eth.rkey, eth.remote_addr, req.total_len);
     if (!e) return false;
+    // Its first answer still queued here (waiting for room in the
+    // requester's ring) will arrive whole, as nothing on this wire is lost:
+    // reading it all again would only double what waits for that room (a
+    // slow requester of 8 MiB READs timed out over and over).
+    for (const PendingResponse& q : qp.responses)
+      if (q.kind == kResponseRead && q.psn == req.psn) return false;
     r.kind = kResponseRead;  // read again now: FlushResponses copies from the MR
     r.rkey = eth.rkey;
     r.addr = eth.remote_addr;
