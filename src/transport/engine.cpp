@@ -246,6 +246,9 @@ void Engine::Shutdown() {
     std::shared_lock<std::shared_mutex> map_lock(qp_map_mutex_);
     for (Qp* qp : live_qps_) SendOwed(*qp, /*drain_own_ring=*/false);
   }
+  // What a fault-injecting port still delays (the ACKs just sent among them)
+  // is in flight on the wire: it goes now, not with our memory.
+  if (roce_port_ready_.load(std::memory_order_acquire) && roce_port_) roce_port_->FlushHeld();
   shm::ShmRegion::Unlink(Registry::ProcSegmentName(me_));
   registry_.DetachProcess(me_);
   // The RoCE wire's counters at exit, for the loss tests and their reports.

@@ -164,6 +164,22 @@ TEST(FaultPort, DelayedDatagramComesAfterItsDelay) {
   EXPECT_EQ(h.port->receive_counters().delayed, 5u);
 }
 
+// At exit the engine flushes the port: what a delay still holds is on the
+// wire already and must arrive (a last ACK among it), not vanish.
+TEST(FaultPort, FlushHeldSendsWhatWaitsAtOnceInOrder) {
+  FaultOptions o;
+  o.send.delay = 1.0;
+  o.delay_us = 10'000'000;
+  Harness h{o};
+  h.SendNumbers(0, 5);
+  EXPECT_TRUE(h.Receive().empty());
+  EXPECT_TRUE(h.port->holding());
+  h.port->FlushHeld();
+  EXPECT_FALSE(h.port->holding());
+  EXPECT_EQ(h.Receive(), Numbers(5));
+  EXPECT_EQ(h.port->send_counters().delayed, 5u);
+}
+
 TEST(FaultPort, SameSeedSameChoices) {
   FaultOptions o;
   o.send.drop = 0.2;

@@ -168,6 +168,14 @@ void FaultInjectingPort::FlushSend(Clock::time_point now) {
   }
 }
 
+void FaultInjectingPort::FlushHeld() {
+  {
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    FlushSend(Clock::time_point::max());
+  }
+  inner_->FlushHeld();
+}
+
 FaultCounters FaultInjectingPort::send_counters() const {
   std::lock_guard<std::mutex> lock(send_mutex_);
   return send_counters_;

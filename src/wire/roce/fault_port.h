@@ -68,6 +68,9 @@ class FaultInjectingPort : public PacketPort {
     return inner_->AddressIsOurs(address);
   }
   uint16_t SourcePort(const in6_addr& from) const override { return inner_->SourcePort(from); }
+  // Every held datagram of the send side goes now, delayed and reordered
+  // ones in their order; the receive side's are for a process that exits.
+  void FlushHeld() override;
 
   FaultCounters send_counters() const;
   // These two read the receive side: from the thread that polls (or while

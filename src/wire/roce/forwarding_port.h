@@ -69,6 +69,7 @@ class ForwardingPort : public PacketPort {
   bool AddressIsOurs(const in6_addr& address) const override {
     return inner_->AddressIsOurs(address);
   }
+  void FlushHeld() override { inner_->FlushHeld(); }
   uint16_t SourcePort(const in6_addr& from) const override { return inner_->SourcePort(from); }
   PacketPort* inner() const { return inner_.get(); }
 

@@ -76,6 +76,11 @@ class PacketPort {
   // packet): kRoceUdpPort, or, where another user holds that port on the
   // address, the port of the socket this port sends from instead.
   virtual uint16_t SourcePort(const in6_addr& /*from*/) const { return kRoceUdpPort; }
+  // Sends at once what the port holds back for later (a fault-injecting
+  // port's delayed and reordered datagrams), called when the process exits:
+  // packets already on a wire still arrive after their sender is gone (a
+  // peer's last ACK among them), and they must not vanish with our memory.
+  virtual void FlushHeld() {}
 };
 
 }  // namespace softrdma::roce
