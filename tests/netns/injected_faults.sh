@@ -20,7 +20,7 @@ tcp_port=$((20000 + $$ % 20000))
 size=4096
 iters=300
 run() {  # NAME VAR=VALUE...
-  local name=$1 client_status=0 server_status=0
+  local name=$1 client_status=0
   shift
   tcp_port=$((tcp_port + 1))
   local start=$(date +%s%N)
@@ -31,14 +31,7 @@ run() {  # NAME VAR=VALUE...
   sr_on a env LD_LIBRARY_PATH="$libdir" SOFTRDMA_ROCE_FAULT_SEED=12 SOFTRDMA_ROCE_FAULT_SPARE_ACKS=1 "$@" timeout 60 \
     ibv_rc_pingpong -g 0 -s $size -n $iters --chk -p $tcp_port "$(sr_ipv4 b)" >"$SR_DIR/client.out" 2>&1 ||
     client_status=$?
-  sr_wait "$server" || server_status=$?
-  if ((client_status != 0 || server_status != 0)); then
-    echo "--- client:" >&2
-    cat "$SR_DIR/client.out" >&2
-    echo "--- server:" >&2
-    cat "$SR_DIR/server.out" >&2
-    sr_fail "$name: client exit $client_status, server exit $server_status"
-  fi
+  sr_finish_pair "$name" "$client_status" "$server"
   echo "ok: $name: $iters x $size B each way in $((($(date +%s%N) - start) / 1000000)) ms"
 }
 

@@ -155,6 +155,21 @@ sr_wait() {
   return "$status"
 }
 
+# sr_finish_pair NAME CLIENT_STATUS SERVER_PID: waits for the server of a
+# client/server pair, and fails with both outputs ($SR_DIR/client.out and
+# server.out) unless both sides exited 0.
+sr_finish_pair() {
+  local name=$1 client_status=$2 server=$3 server_status=0
+  sr_wait "$server" || server_status=$?
+  if ((client_status != 0 || server_status != 0)); then
+    echo "--- client:" >&2
+    cat "$SR_DIR/client.out" >&2
+    echo "--- server:" >&2
+    cat "$SR_DIR/server.out" >&2
+    sr_fail "$name: client exit $client_status, server exit $server_status"
+  fi
+}
+
 # Waits up to 5 s until host h has a UDP socket on port $2.
 sr_wait_udp_port() {
   local h=$1 port=$2 i

@@ -59,14 +59,7 @@ pair() {
   sr_wait_tcp_port b "$tcp_port"
   sr_on a env LD_LIBRARY_PATH="$libdir" "${env_a[@]}" timeout 30 "$@" -p "$tcp_port" "$(sr_ipv4 b)" \
     >"$SR_DIR/client.out" 2>&1 || client_status=$?
-  sr_wait "$server" || server_status=$?
-  if ((client_status != 0 || server_status != 0)); then
-    echo "--- client:" >&2
-    cat "$SR_DIR/client.out" >&2
-    echo "--- server:" >&2
-    cat "$SR_DIR/server.out" >&2
-    sr_fail "$name: client exit $client_status, server exit $server_status"
-  fi
+  sr_finish_pair "$name" "$client_status" "$server"
   echo "ok: $name: $(grep -E 'iters in' "$SR_DIR/client.out" | tail -1)"
 }
 

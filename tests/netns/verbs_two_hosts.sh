@@ -22,18 +22,11 @@ pair() {
   tcp_port=$((tcp_port + 1))
   sr_on_bg b env LD_LIBRARY_PATH="$libdir" timeout 30 "$@" "$port_option" "$tcp_port" \
     >"$SR_DIR/server.out" 2>&1
-  local server=$SR_PID client_status=0 server_status=0
+  local server=$SR_PID client_status=0
   sr_wait_tcp_port b "$tcp_port"
   sr_on a env LD_LIBRARY_PATH="$libdir" timeout 30 "$@" "$port_option" "$tcp_port" "$(sr_ipv4 b)" \
     >"$SR_DIR/client.out" 2>&1 || client_status=$?
-  sr_wait "$server" || server_status=$?
-  if ((client_status != 0 || server_status != 0)); then
-    echo "--- client:" >&2
-    cat "$SR_DIR/client.out" >&2
-    echo "--- server:" >&2
-    cat "$SR_DIR/server.out" >&2
-    sr_fail "$name: client exit $client_status, server exit $server_status"
-  fi
+  sr_finish_pair "$name" "$client_status" "$server"
   echo "ok: $name: $(grep -E 'iters in|^ [0-9]+ +[0-9]+' "$SR_DIR/client.out" | tail -1)"
 }
 
