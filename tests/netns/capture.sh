@@ -18,7 +18,7 @@ sr_hosts_two
 ip -n "$(sr_netns a)" link set a0 gso_max_segs 1
 
 capture=$SR_DIR/a0.pcap
-sr_on_bg a dumpcap -q -i a0 -P -f "udp port 4791" -w "$capture"
+sr_on_bg a dumpcap -q -i a0 -B 64 -P -f "udp port 4791" -w "$capture"
 dumpcap_pid=$SR_PID
 for ((i = 0; i < 100; i++)); do
   [[ -s $capture ]] && break
