@@ -29,6 +29,24 @@ struct Endpoint {
     qp = pd && cq ? CreateRcQp(pd, cq, cq, p) : nullptr;
     return qp && gid >= 0 && ToInit(qp) == 0;
   }
+  // Open, then the QPN exchange with the parent over the pipes and RTS
+  // (the child's side): 0, or the child's exit code for the step that
+  // failed (10 open, 11 exchange, 12 connect).
+  int OpenAndConnectToParent(int to_parent, int from_parent, const QpParams& p) {
+    if (!Open(p)) return 10;
+    uint32_t my_qpn = qp->qp_num, peer_qpn = 0;
+    if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) return 11;
+    return Connect(ctx, qp, gid, peer_qpn, p) ? 12 : 0;
+  }
+  // The parent's side of the same.
+  ::testing::AssertionResult OpenAndConnectToChild(const Child& c, const QpParams& p) {
+    if (!Open(p)) return ::testing::AssertionFailure() << "open";
+    uint32_t peer_qpn = 0, my_qpn = qp->qp_num;
+    if (!ReadAll(c.from_child, &peer_qpn, 4) || !WriteAll(c.to_child, &my_qpn, 4))
+      return ::testing::AssertionFailure() << "QPN exchange with the child";
+    if (Connect(ctx, qp, gid, peer_qpn, p) != 0) return ::testing::AssertionFailure() << "connect";
+    return ::testing::AssertionSuccess();
+  }
   // Destroys what Open created; true if all of it went. A child that exit()s
   // calls it first: LeakSanitizer checks the child at exit too.
   bool Close() {
@@ -51,10 +69,7 @@ constexpr size_t kBig = (1 << 20) + 3;
   alarm(20);  // never outlive a broken test
   Endpoint e;
   QpParams p;
-  if (!e.Open(p)) exit(10);
-  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
-  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
-  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  if (int err = e.OpenAndConnectToParent(to_parent, from_parent, p)) exit(err);
   std::vector<uint8_t> buf(kBig + 1100, 0);
   ibv_mr* mr = ibv_reg_mr(e.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!mr) exit(13);
@@ -85,11 +100,7 @@ TEST(TwoProcesses, MegabyteSendArrivesIntact) {
   const pid_t child = c.pid;
   Endpoint e;
   QpParams p;
-  ASSERT_TRUE(e.Open(p));
-  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
-  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
-  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
-  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  ASSERT_TRUE(e.OpenAndConnectToChild(c, p));
   std::vector<uint8_t> src(kBig);
   for (size_t i = 0; i < kBig; ++i) src[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
   ibv_mr* mr = ibv_reg_mr(e.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
@@ -127,10 +138,7 @@ TEST(TwoProcesses, MegabyteSendArrivesIntact) {
   alarm(20);
   Endpoint e;
   QpParams p;
-  if (!e.Open(p)) exit(10);
-  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
-  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
-  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  if (int err = e.OpenAndConnectToParent(to_parent, from_parent, p)) exit(err);
   char ready = 'r';
   WriteAll(to_parent, &ready, 1);
   for (;;) pause();
@@ -143,11 +151,7 @@ TEST(TwoProcesses, PeerKilledMidTransferEndsInRetryExceeded) {
   Endpoint e;
   QpParams p;
   p.timeout = 10;  // ~4 ms, rounded up to the 1 ms floor
-  ASSERT_TRUE(e.Open(p));
-  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
-  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
-  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
-  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  ASSERT_TRUE(e.OpenAndConnectToChild(c, p));
   char ready;
   ASSERT_TRUE(ReadAll(c.from_child, &ready, 1));
   std::vector<uint8_t> src(100000, 1);
@@ -176,10 +180,7 @@ TEST(TwoProcesses, PeerKilledMidTransferEndsInRetryExceeded) {
   alarm(20);
   Endpoint e;
   QpParams p;
-  if (!e.Open(p)) exit(10);
-  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
-  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
-  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  if (int err = e.OpenAndConnectToParent(to_parent, from_parent, p)) exit(err);
   std::vector<uint8_t> buf(64, 0);
   ibv_mr* mr = ibv_reg_mr(e.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!mr) exit(13);
@@ -213,11 +214,7 @@ TEST(TwoProcesses, ResponderThatDoesNotRunUsesUpNoRetries) {
   QpParams p;
   p.timeout = 10;   // ~4 ms per try
   p.retry_cnt = 1;  // the budget: ~8 ms
-  ASSERT_TRUE(e.Open(p));
-  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
-  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
-  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
-  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  ASSERT_TRUE(e.OpenAndConnectToChild(c, p));
   char ready;
   ASSERT_TRUE(ReadAll(c.from_child, &ready, 1));
   ASSERT_EQ(kill(child, SIGSTOP), 0);
@@ -263,10 +260,7 @@ TEST(TwoProcesses, ResponderThatDoesNotRunUsesUpNoRetries) {
   Endpoint e;
   QpParams p;
   p.timeout = 20;
-  if (!e.Open(p)) exit(10);
-  uint32_t my_qpn = e.qp->qp_num, peer_qpn = 0;
-  if (!WriteAll(to_parent, &my_qpn, 4) || !ReadAll(from_parent, &peer_qpn, 4)) exit(11);
-  if (Connect(e.ctx, e.qp, e.gid, peer_qpn, p)) exit(12);
+  if (int err = e.OpenAndConnectToParent(to_parent, from_parent, p)) exit(err);
   std::vector<uint8_t> buf(128, 0);
   ibv_mr* mr = ibv_reg_mr(e.pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!mr) exit(13);
@@ -300,11 +294,7 @@ TEST(TwoProcesses, AckArrivesWhenTheResponderStopsPolling) {
   Endpoint e;
   QpParams p;
   p.timeout = 20;  // 4.3 s: a retransmission cannot stand in for the ACK
-  ASSERT_TRUE(e.Open(p));
-  uint32_t peer_qpn = 0, my_qpn = e.qp->qp_num;
-  ASSERT_TRUE(ReadAll(c.from_child, &peer_qpn, 4));
-  ASSERT_TRUE(WriteAll(c.to_child, &my_qpn, 4));
-  ASSERT_EQ(Connect(e.ctx, e.qp, e.gid, peer_qpn, p), 0);
+  ASSERT_TRUE(e.OpenAndConnectToChild(c, p));
   char ready;
   ASSERT_TRUE(ReadAll(c.from_child, &ready, 1));
   std::vector<uint8_t> src(8, 7);
