@@ -68,8 +68,15 @@ struct SendWqe {
 
 // A READ/atomic response (or a NAK behind one) the responder still has to
 // send on the two-copy path; kept in order until the requester's ring has room.
+// An answer of the shm wire's responder waiting for room in its requester's
+// ring (transport/responder.cpp: answers leave in request order).
 struct PendingResponse {
-  uint8_t kind;  // transport/one_sided.cpp: kResponseRead / kResponseAtomic / kResponseNak
+  enum Kind : uint8_t {
+    kRead = 1,       // a READ response, read from the MR as it goes out
+    kAtomic = 2,     // an atomic's original value
+    kAckRecord = 3,  // an ACK or NAK (`syndrome`; `value`: the RNR timer)
+  };
+  uint8_t kind;
   uint8_t syndrome;
   uint32_t psn;
   uint32_t rkey;
@@ -179,7 +186,7 @@ class Qp {
   uint32_t frag_received = 0;
   bool ack_pending = false;  // a (cumulative) ACK for epsn-1 must be sent
   bool in_service_list = false;
-  std::deque<PendingResponse> responses;  // two-copy READ/atomic responses, in order
+  std::deque<PendingResponse> responses;  // answers waiting for room, in request order
   // READ/atomics executed, to answer their duplicates (both wires; reset at RTR).
   transport::ResponderResources rd_resources;
 

@@ -610,7 +610,7 @@ void Engine::Dispatch(const shm::RecordView& view) {
       // OnAck). A destroy drains the ring first (UnregisterQp): only
       // requests that arrived after it get here.
       if (auto peer = Peer(ProcRef{hdr.src_slot, hdr.src_gen}))
-        transport::SendNak(*this, *peer, hdr, wire::Syndrome::kNakNoQp);
+        transport::SendNakNoQp(*this, *peer, hdr);
     }
     return;
   }

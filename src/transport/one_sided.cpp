@@ -13,7 +13,8 @@
 // same operations travel as request records (kWrite/kRead/kAtomic) with
 // PSNs, executed by the target's progress and answered by ACKs or by
 // response records (kReadResponse/kAtomicResponse) that the target queues in
-// order in Qp::responses until the initiator's ring has room. A duplicate
+// order in Qp::responses until the initiator's ring has room (with the ACKs
+// and NAKs behind them: transport/responder.cpp, SendNak). A duplicate
 // request (the requester's retransmit timer rewound) is answered with the
 // RoCE responder's rule (transport/responder_resources.h): a duplicate
 // WRITE is acknowledged again, a duplicate READ read again from the MR, a
@@ -44,7 +45,6 @@ namespace softrdma::transport {
 namespace {
 
 constexpr uint32_t kResponseChunk = 8192;  // READ response fragments (two-copy path)
-enum : uint8_t { kResponseRead = 1, kResponseAtomic = 2, kResponseNak = 3 };
 
 bool IsAtomic(ibv_wr_opcode op) {
   return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -460,25 +460,9 @@ class RegionHold {
   const MrEntry* held_ = nullptr;
 };
 
-// NAKs must not overtake READ/atomic responses still queued before them.
-void QueueNak(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Syndrome why,
-              uint32_t rnr_timer = 0) {
-  if (qp.responses.empty()) {
-    SendNak(engine, *qp.peer, req, why, rnr_timer);
-    return;
-  }
-  PendingResponse r{};
-  r.kind = kResponseNak;
-  r.syndrome = static_cast<uint8_t>(why);
-  r.psn = req.psn;
-  r.value = rnr_timer;
-  qp.responses.push_back(r);
-}
-
 // An access NAK moves the responder to ERR too (rc-transport.md §4.6).
 bool Violation(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Syndrome why) {
-  QueueNak(engine, qp, req, why);
-  FlushResponses(engine, qp);
+  SendNak(engine, qp, req, why);
   EnterError(engine, qp);
   return false;
 }
@@ -526,8 +510,8 @@ bool OnDuplicateRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
     // reading it all again would only double what waits for that room (a
     // slow requester of 8 MiB READs timed out over and over).
     for (const PendingResponse& q : qp.responses)
-      if (q.kind == kResponseRead && q.psn == req.psn) return false;
-    r.kind = kResponseRead;  // read again now: FlushResponses copies from the MR
+      if (q.kind == PendingResponse::kRead && q.psn == req.psn) return false;
+    r.kind = PendingResponse::kRead;  // read again now: FlushResponses copies from the MR
     r.rkey = eth.rkey;
     r.addr = eth.remote_addr;
     r.len = req.total_len;
@@ -535,7 +519,7 @@ bool OnDuplicateRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   } else if (req.type == wire::RecordType::kAtomic) {
     const ExecutedRequest* e = qp.rd_resources.AtomicToReplay(req.psn);
     if (!e) return false;
-    r.kind = kResponseAtomic;
+    r.kind = PendingResponse::kAtomic;
     r.value = e->original;
   } else {
     return false;
@@ -600,7 +584,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       const bool imm = req.flags & wire::kFlagHasImm;
       RecvSlot slot;
       if (imm && !AcquireRecv(qp, &slot)) {
-        QueueNak(engine, qp, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
+        SendNak(engine, qp, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
         return false;
       }
       if (!(req.flags & wire::kFlagPlaced) && req.total_len > 0) {
@@ -631,7 +615,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
           return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
       }
       PendingResponse r{};
-      r.kind = kResponseRead;
+      r.kind = PendingResponse::kRead;
       r.psn = req.psn;
       r.rkey = eth.rkey;
       r.addr = eth.remote_addr;
@@ -649,7 +633,7 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       AtomicLocks locks(engine.registry().atomic_lock_words());
       AtomicOp op{(req.flags & wire::kFlagCmpSwap) != 0, eth.compare_add, eth.swap};
       PendingResponse r{};
-      r.kind = kResponseAtomic;
+      r.kind = PendingResponse::kAtomic;
       r.psn = req.psn;
       ExecuteAtomic(locks, SelfPid(), engine.me().slot, hold.host(), op, &r.value);
       qp.responses.push_back(r);
@@ -677,12 +661,12 @@ bool FlushResponses(Engine& engine, Qp& qp) {
     h.psn = r.psn;
     h.src_slot = engine.me().slot;
     h.src_gen = engine.me().gen;
-    if (r.kind == kResponseNak) {
+    if (r.kind == PendingResponse::kAckRecord) {
       h.type = wire::RecordType::kAck;
       h.syndrome = static_cast<wire::Syndrome>(r.syndrome);
       h.rnr_timer = static_cast<uint32_t>(r.value);
       if (!engine.Send(*qp.peer, h, nullptr, 0)) return false;
-    } else if (r.kind == kResponseAtomic) {
+    } else if (r.kind == PendingResponse::kAtomic) {
       h.type = wire::RecordType::kAtomicResponse;
       h.total_len = 8;
       h.payload_len = 8;
@@ -693,7 +677,7 @@ bool FlushResponses(Engine& engine, Qp& qp) {
       RegionHold hold(engine, qp, r.pd_id, r.rkey, r.addr + r.sent, chunk, IBV_ACCESS_REMOTE_READ);
       if (chunk && !hold.ok()) {
         // Deregistered while the response was going out.
-        r.kind = kResponseNak;
+        r.kind = PendingResponse::kAckRecord;
         r.syndrome = static_cast<uint8_t>(wire::Syndrome::kNakRemoteAccess);
         continue;
       }

@@ -164,13 +164,10 @@ PullResult PullFromRequester(PeerLink& peer, const iovec* local, int nlocal,
   return PullResult::kFault;
 }
 
-void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
-             uint32_t rnr_timer) {
-  // A NAK must not overtake the ACK of the messages before it (a NIC sends
-  // that ACK as it executes them): the requester's RNR budget and the
-  // completion order depend on seeing them in PSN order. The caller holds
-  // the lock of the QP the request was for.
-  if (Qp* qp = engine.LocalQp(req.dst_qpn); qp && qp->ack_pending) SendAck(engine, *qp);
+namespace {
+
+wire::RecordHeader NakFor(Engine& engine, const wire::RecordHeader& req, wire::Syndrome why,
+                          uint32_t rnr_timer) {
   wire::RecordHeader h{};
   h.type = wire::RecordType::kAck;
   h.syndrome = why;
@@ -180,14 +177,50 @@ void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire
   h.src_slot = engine.me().slot;
   h.src_gen = engine.me().gen;
   h.rnr_timer = rnr_timer;
+  return h;
+}
+
+void QueueAckRecord(Qp& qp, uint32_t psn, wire::Syndrome syndrome, uint32_t rnr_timer) {
+  PendingResponse r{};
+  r.kind = PendingResponse::kAckRecord;
+  r.syndrome = static_cast<uint8_t>(syndrome);
+  r.psn = psn;
+  r.value = rnr_timer;
+  qp.responses.push_back(r);
+}
+
+}  // namespace
+
+// The responder's answers leave in request order, as a NIC's responses
+// leave in PSN order: the ACK owed for the messages before the NAKed one
+// (a NIC sends it as it executes them), the READ/atomic answers still
+// waiting for room in the requester's ring (one_sided.cpp), then the NAK.
+// A NAK that overtook them was misread by the requester: an RNR NAK taken
+// for a stale one left the SEND waiting for its timeout, a sequence NAK
+// made it resend READs whose answers were on their way. So a NAK joins the
+// queue of answers (Qp::responses), which FlushResponses sends in order
+// now or, when the ring is full, once it has room (the QP's service): a
+// NAK is no longer lost to a full ring. The caller holds the QP's lock.
+void SendNak(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Syndrome why,
+             uint32_t rnr_timer) {
+  if (!qp.peer) return;
+  if (qp.ack_pending) {
+    QueueAckRecord(qp, PsnAdd(qp.epsn, 0xffffff), wire::Syndrome::kAck, 0);  // epsn - 1
+    qp.ack_pending = false;
+  }
+  QueueAckRecord(qp, req.psn, why, rnr_timer);
+  if (!FlushResponses(engine, qp)) engine.NeedService(&qp);
+}
+
+void SendNakNoQp(Engine& engine, PeerLink& peer, const wire::RecordHeader& req) {
   // A NAK lost to a full ring is recovered by the requester's retransmit
   // timer, as a lost packet would be.
-  engine.Send(peer, h, nullptr, 0);
+  engine.Send(peer, NakFor(engine, req, wire::Syndrome::kNakNoQp, 0), nullptr, 0);
 }
 
 bool SendAck(Engine& engine, Qp& qp) {
   if (!qp.peer) return true;
-  if (!qp.responses.empty()) return false;  // READ/atomic responses go first (one_sided.cpp)
+  if (!qp.responses.empty()) return false;  // queued answers go first (SendNak)
   wire::RecordHeader h{};
   h.type = wire::RecordType::kAck;
   h.syndrome = wire::Syndrome::kAck;
@@ -206,7 +239,7 @@ bool SendAck(Engine& engine, Qp& qp) {
 //  - the QP's next request to the same peer carries it (PiggybackAck): in a
 //    ping-pong the reply acknowledges the request, and the ACK record, with
 //    its cache-line transfers on both sides, disappears;
-//  - a NAK for a later message on the QP (SendNak sends the ACK first);
+//  - a NAK for a later message on the QP (SendNak queues the ACK first);
 //  - the next drain that finds records, or the next poll that finds no
 //    completion (the application waits rather than answers);
 //  - the QP's destruction, or the process's exit;
@@ -249,7 +282,7 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   // along with the rest of its message.
   const bool uc = qp.type == IBV_QPT_UC;
   auto nak = [&](wire::Syndrome why, uint32_t rnr_timer = 0) {
-    if (!uc) SendNak(engine, *qp.peer, req, why, rnr_timer);
+    if (!uc) SendNak(engine, qp, req, why, rnr_timer);
   };
   if (uc) {
     if (req.mode == wire::PayloadMode::kPull) return false;  // a UC requester never pulls
@@ -335,11 +368,11 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
       if (r == PullResult::kRefused) {
         SOFTRDMA_LOG(kInfo, "cannot read the requester's memory (%s): using the two-copy path",
                      strerror(errno));
-        SendNak(engine, *qp.peer, req, wire::Syndrome::kPullRefused);
+        SendNak(engine, qp, req, wire::Syndrome::kPullRefused);
         return false;
       }
       if (r == PullResult::kFault) {
-        SendNak(engine, *qp.peer, req, wire::Syndrome::kNakRemoteOp);
+        SendNak(engine, qp, req, wire::Syndrome::kNakRemoteOp);
         CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_QP_OP_ERR, req);
         ConsumeRecv(qp);
         EnterError(engine, qp);

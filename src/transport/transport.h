@@ -95,8 +95,12 @@ bool SendAck(Engine& engine, Qp& qp);
 bool PiggybackAck(const Qp& qp, wire::RecordHeader* h);
 // The ACK carried by a request record (kFlagAck), handled as a kAck record.
 void OnPiggybackedAck(Engine& engine, Qp& qp, const wire::RecordHeader& req);
-void SendNak(Engine& engine, PeerLink& peer, const wire::RecordHeader& req, wire::Syndrome why,
+// Answers `req` (a request for `qp`) with a NAK, in request order: after
+// the ACK owed and the READ/atomic answers still queued (responder.cpp).
+void SendNak(Engine& engine, Qp& qp, const wire::RecordHeader& req, wire::Syndrome why,
              uint32_t rnr_timer = 0);
+// The NAK for a request addressed to no QP of this process.
+void SendNakNoQp(Engine& engine, PeerLink& peer, const wire::RecordHeader& req);
 // Copies `len` bytes at `src_off` of the ring record into the iovecs at
 // byte offset `dst_off`.
 void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iovec* iov, int n,
@@ -146,7 +150,8 @@ inline bool MayExecuteAtPost(const Qp& qp, ibv_wr_opcode op) {
 // if an ACK must be sent.
 bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
                        const shm::RecordView& view);
-// Sends queued READ/atomic responses in order. false = the ring is full.
+// Sends the queued answers (READ/atomic responses, ACKs/NAKs behind them)
+// in order. false = the ring is full.
 bool FlushResponses(Engine& engine, Qp& qp);
 // Requester side of kReadResponse/kAtomicResponse records.
 void OnOneSidedResponse(Engine& engine, Qp& qp, const wire::RecordHeader& resp,

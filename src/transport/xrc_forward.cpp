@@ -236,17 +236,17 @@ bool OnXrcDone(Engine& engine, Qp& qp, const wire::RecordHeader& done) {
     // acknowledges this one and has the requester resend them now rather
     // than when its timer expires.
     req.psn = qp.epsn;
-    SendNak(engine, *qp.peer, req, wire::Syndrome::kNakSequence);
+    SendNak(engine, qp, req, wire::Syndrome::kNakSequence);
     return false;
   }
   qp.frag_active = false;
   qp.frag_received = 0;
   if (done.syndrome == wire::Syndrome::kRnrNak) {
-    SendNak(engine, *qp.peer, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
+    SendNak(engine, qp, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
   } else if (done.syndrome == wire::Syndrome::kPullRefused) {
-    SendNak(engine, *qp.peer, req, wire::Syndrome::kPullRefused);
+    SendNak(engine, qp, req, wire::Syndrome::kPullRefused);
   } else {
-    SendNak(engine, *qp.peer, req, done.syndrome);
+    SendNak(engine, qp, req, done.syndrome);
     EnterError(engine, qp);
   }
   return false;

@@ -1,0 +1,228 @@
+// A fixture for the shm wire's two-copy responder (transport/responder.cpp,
+// transport/one_sided.cpp) seen from the requester's side: A and B are RC
+// QPs of this process, connected to each other; the test holds our inbound
+// ring's consumer lock, so it is the requester: it writes A's request
+// records into the ring itself, hands each to B as a drain would, and reads
+// B's answers from the same ring in the order B produced them.
+#pragma once
+
+#include <sched.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/qp.h"
+#include "core/verbs.h"
+#include "engine_test_support.h"
+#include "transport/engine.h"
+#include "transport/messages.h"
+#include "transport/transport.h"
+#include "util/clock.h"
+#include "wire/shm/ring.h"
+
+namespace softrdma::testing {
+
+using namespace softrdma::verbs;
+
+constexpr int kRemoteAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+// What came back for one request: nothing, or one response record.
+struct Answer {
+  bool any = false;
+  wire::RecordHeader h{};
+  std::vector<uint8_t> payload;
+};
+
+class TwoCopyResponderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { testing::UseOwnNamespace(); }
+  static void TearDownTestSuite() { testing::RemoveOwnRegistry(); }
+
+  void SetUp() override {
+    int n = 0;
+    ibv_device** list = GetDeviceList(&n);
+    ASSERT_TRUE(list && n > 0);
+    ctx_ = OpenDevice(list[0]);
+    FreeDeviceList(list);
+    ASSERT_NE(ctx_, nullptr);
+    gid_ = testing::LoopbackGid(ctx_);
+    ASSERT_GE(gid_, 0);
+    engine_ = Engine::Get(nullptr);
+    ASSERT_NE(engine_, nullptr);
+    pd_ = AllocPd(ctx_);
+    ASSERT_NE(pd_, nullptr);
+    memory_.assign(512, 0);
+    mr_ = RegMr(pd_, memory_.data(), memory_.size() * 8,
+                reinterpret_cast<uintptr_t>(memory_.data()), kRemoteAll);
+    ASSERT_NE(mr_, nullptr);
+    cq_ = CreateCq(ctx_, 64, nullptr, nullptr, 0);
+    ASSERT_NE(cq_, nullptr);
+    a_ = MakeQp();
+    b_ = MakeQp();
+    ASSERT_TRUE(a_ && b_);
+    ASSERT_EQ(ToRts(a_, b_->qp_num), 0);
+    ASSERT_EQ(ToRts(b_, a_->qp_num), 0);
+    link_ = engine_->ResolveQpn(b_->qp_num);
+    ASSERT_NE(link_, nullptr);
+    responder_ = engine_->LocalQp(b_->qp_num);
+    ASSERT_NE(responder_, nullptr);
+    const uint64_t give_up = NowNs() + 5'000'000'000ull;
+    while (!Ring().TryLockConsumer()) {
+      ASSERT_LT(NowNs(), give_up) << "the ring's consumer lock stays taken";
+      sched_yield();
+    }
+    locked_ = true;
+  }
+  void TearDown() override {
+    if (locked_) Ring().UnlockConsumer();
+    link_.reset();
+    for (ibv_qp* qp : {a_, b_})
+      if (qp) DestroyQp(qp);
+    if (cq_) DestroyCq(cq_);
+    if (mr_) DeregMr(mr_);
+    if (pd_) DeallocPd(pd_);
+    if (ctx_) CloseDevice(ctx_);
+  }
+
+  ibv_qp* MakeQp() {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq_;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 16;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    return CreateQp(pd_, &a);
+  }
+  // RTS towards `dest`, every remote access allowed, two responder
+  // resources, timeout 20 (~4 s): nothing is retransmitted behind our back.
+  int ToRts(ibv_qp* qp, uint32_t dest) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = kRemoteAll & ~IBV_ACCESS_LOCAL_WRITE;
+    if (int rc =
+            ModifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      return rc;
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = dest;
+    a.max_dest_rd_atomic = 2;
+    a.min_rnr_timer = 1;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.hop_limit = 1;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_);
+    QueryGid(ctx_, 1, gid_, &a.ah_attr.grh.dgid);
+    if (int rc = ModifyQp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+      return rc;
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 20;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 2;
+    return ModifyQp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  }
+
+  shm::Ring& Ring() { return const_cast<shm::Ring&>(engine_->inbound_ring()); }
+  uint64_t Addr(size_t word) const { return reinterpret_cast<uintptr_t>(&memory_[word]); }
+
+  // Writes A's request with `psn` into the ring (our own: A and B live in
+  // this process); a SEND carries `len` zero bytes.
+  void WriteRequest(wire::RecordType type, uint32_t psn, uint64_t addr, uint32_t len,
+                    uint64_t compare_add = 0, uint64_t swap = 0, bool cmp_swap = false) {
+    wire::RecordHeader h{};
+    h.type = type;
+    h.mode = wire::PayloadMode::kInline;
+    h.flags = cmp_swap ? wire::kFlagCmpSwap : 0;
+    h.src_qpn = a_->qp_num;
+    h.dst_qpn = b_->qp_num;
+    h.psn = psn;
+    h.src_slot = engine_->me().slot;
+    h.src_gen = engine_->me().gen;
+    h.total_len = len;
+    if (type == wire::RecordType::kSend) {
+      std::vector<uint8_t> data(len, 0);
+      h.payload_len = len;
+      EXPECT_TRUE(engine_->Send(*link_, h, data.data(), len));
+      return;
+    }
+    const wire::OneSidedEth eth{addr, mr_->rkey, 0, compare_add, swap};
+    EXPECT_TRUE(engine_->Send(*link_, h, &eth, sizeof eth));
+  }
+  // Hands the record at the ring's head to B as a drain would (an ACK
+  // becomes owed where the drain would owe one), then frees it.
+  void HandNextToResponder() {
+    shm::RecordView view;
+    ASSERT_TRUE(Ring().Peek(&view));
+    wire::RecordHeader h{};
+    view.CopyOut(0, &h, sizeof h);
+    {
+      std::lock_guard<SpinLock> lock(responder_->lock);
+      if (transport::OnRequest(*engine_, *responder_, h, view)) responder_->ack_pending = true;
+    }
+    Ring().Release(view);
+  }
+  // The next record in the ring, if any, and frees it.
+  Answer TakeAnswer() {
+    Answer answer;
+    shm::RecordView view;
+    if (!Ring().Peek(&view)) return answer;
+    answer.any = true;
+    view.CopyOut(0, &answer.h, sizeof answer.h);
+    answer.payload.resize(answer.h.payload_len);
+    view.CopyOut(sizeof answer.h, answer.payload.data(), answer.h.payload_len);
+    Ring().Release(view);
+    return answer;
+  }
+  // A's request with `psn` delivered to B as a drain delivers it; returns
+  // what B answered into the ring (READ responses here fit one record).
+  Answer Deliver(wire::RecordType type, uint32_t psn, uint64_t addr, uint32_t len,
+                 uint64_t compare_add = 0, uint64_t swap = 0, bool cmp_swap = false) {
+    WriteRequest(type, psn, addr, len, compare_add, swap, cmp_swap);
+    HandNextToResponder();
+    Answer answer = TakeAnswer();
+    EXPECT_FALSE(TakeAnswer().any) << "one request, one answer";
+    return answer;
+  }
+  static uint64_t Value(const Answer& a) {
+    uint64_t v = 0;
+    if (a.payload.size() == 8) memcpy(&v, a.payload.data(), 8);
+    return v;
+  }
+  void ExpectAtomicAnswer(const Answer& a, uint32_t psn, uint64_t original) {
+    ASSERT_TRUE(a.any) << "no answer to the atomic with PSN " << psn;
+    EXPECT_EQ(a.h.type, wire::RecordType::kAtomicResponse);
+    EXPECT_EQ(a.h.psn, psn);
+    EXPECT_EQ(a.h.dst_qpn, a_->qp_num);
+    EXPECT_EQ(Value(a), original);
+  }
+  uint32_t ExpectedPsn() {
+    std::lock_guard<SpinLock> lock(responder_->lock);
+    return responder_->epsn;
+  }
+
+  ibv_context* ctx_ = nullptr;
+  int gid_ = -1;
+  Engine* engine_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  std::vector<uint64_t> memory_;
+  ibv_mr* mr_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp *a_ = nullptr, *b_ = nullptr;
+  std::shared_ptr<PeerLink> link_;
+  Qp* responder_ = nullptr;
+  bool locked_ = false;
+};
+
+}  // namespace softrdma::testing
