@@ -42,20 +42,30 @@ sr_skip() {
   exit "$SR_SKIP"
 }
 
-# sr_init NAME [cma0|inherit]: tests run the default data path unless given
-# "cma0" (the two-copy path: SOFTRDMA_CMA=0 SOFTRDMA_MAP_MR=0); "inherit" keeps
-# SOFTRDMA_CMA and SOFTRDMA_MAP_MR from the environment.
+# sr_init NAME [cma0|roce|inherit]: tests run the default data path unless
+# given "cma0" (the two-copy path: SOFTRDMA_CMA=0 SOFTRDMA_MAP_MR=0) or "roce"
+# (the RoCEv2 wire between the two local processes, UDP over the loopback:
+# SOFTRDMA_WIRE=roce; each process prints its RoCE counters at exit, which
+# sr_expect_roce_traffic checks); "inherit" keeps SOFTRDMA_CMA,
+# SOFTRDMA_MAP_MR and SOFTRDMA_WIRE from the environment.
 sr_init() {
   SR_NAME=$1
   shift
-  case "${1:-}" in
-    "") unset SOFTRDMA_CMA SOFTRDMA_MAP_MR ;;
+  SR_VARIANT=${1:-}
+  case "$SR_VARIANT" in
+    "") unset SOFTRDMA_CMA SOFTRDMA_MAP_MR SOFTRDMA_WIRE ;;
     inherit) ;;
     cma0)
+      unset SOFTRDMA_WIRE
       export SOFTRDMA_CMA=0 SOFTRDMA_MAP_MR=0
       SR_NAME="$SR_NAME-cma0"
       ;;
-    *) sr_fail "unknown variant '$1' (expected nothing or 'cma0')" ;;
+    roce)
+      unset SOFTRDMA_CMA SOFTRDMA_MAP_MR
+      export SOFTRDMA_WIRE=roce SOFTRDMA_ROCE_STATS=1
+      SR_NAME="$SR_NAME-roce"
+      ;;
+    *) sr_fail "unknown variant '$1' (expected nothing, 'cma0' or 'roce')" ;;
   esac
 
   local here
@@ -74,7 +84,27 @@ sr_init() {
 
   sr_log "namespace $SR_NS, library $SR_LIB_DIR, data path:" \
     "$([[ -n "${SOFTRDMA_CMA:-}" ]] && echo "SOFTRDMA_CMA=$SOFTRDMA_CMA" || echo default)" \
-    "$([[ -n "${SOFTRDMA_MAP_MR:-}" ]] && echo "SOFTRDMA_MAP_MR=$SOFTRDMA_MAP_MR")"
+    "$([[ -n "${SOFTRDMA_MAP_MR:-}" ]] && echo "SOFTRDMA_MAP_MR=$SOFTRDMA_MAP_MR")" \
+    "$([[ -n "${SOFTRDMA_WIRE:-}" ]] && echo "SOFTRDMA_WIRE=$SOFTRDMA_WIRE")"
+}
+
+# sr_expect_roce_traffic: with the "roce" variant, both sides' outputs
+# (SR_SERVER_OUT, SR_CLIENT_OUT) must show RoCE packets sent and received
+# (SOFTRDMA_ROCE_STATS' line at exit): the data did not go over shared
+# memory. Nothing to check otherwise.
+sr_expect_roce_traffic() {
+  [[ "${SR_VARIANT:-}" == roce ]] || return 0
+  local side f line tx rx
+  for side in server client; do
+    if [[ $side == server ]]; then f=$SR_SERVER_OUT; else f=$SR_CLIENT_OUT; fi
+    line=$(grep -E 'softrdma\[[0-9]+\] roce: ' "$f" | tail -n 1 || true)
+    [[ -n "$line" ]] || sr_fail "$side printed no RoCE counters (SOFTRDMA_ROCE_STATS=1)"
+    tx=$(sed -nE 's/.* tx_packets=([0-9]+).*/\1/p' <<<"$line")
+    rx=$(sed -nE 's/.* rx_packets=([0-9]+).*/\1/p' <<<"$line")
+    ((${tx:-0} > 0 && ${rx:-0} > 0)) ||
+      sr_fail "$side sent $tx and received $rx RoCE packets: not over the RoCE wire"
+    sr_log "$side over RoCE: $line"
+  done
 }
 
 # Stop whatever we started (by the process groups we created), then remove the
@@ -321,6 +351,7 @@ sr_expect_transfer() {
   done
   [[ "$(sr_qpn "$SR_SERVER_OUT" remote)" == "$cq" ]] || sr_fail "server's remote QPN is not the client's QPN $cq"
   [[ "$(sr_qpn "$SR_CLIENT_OUT" remote)" == "$sq" ]] || sr_fail "client's remote QPN is not the server's QPN $sq"
+  sr_expect_roce_traffic
   sr_log "PASS: $bytes bytes / $iters iterations each way, QPN $sq <-> $cq"
 }
 

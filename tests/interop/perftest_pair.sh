@@ -3,7 +3,7 @@
 # this host: server and client with -d softrdma0 -x <loopback GID index>,
 # plus the options given. Both must exit 0 and the client must print its
 # result table (a row of figures under the "#bytes" header).
-# Usage: perftest_pair.sh [cma0|-] TOOL [perftest options...]
+# Usage: perftest_pair.sh [cma0|roce|-] TOOL [perftest options...]
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -22,4 +22,5 @@ sr_pingpong -x "$SR_GID" "$@"
 grep -q '#bytes' "$SR_CLIENT_OUT" || sr_fail "no result table in the client's output"
 rows=$(grep -cE '^[[:space:]]+[0-9]+[[:space:]]+[0-9]+[[:space:]]+[0-9.]+' "$SR_CLIENT_OUT" || true)
 ((rows >= 1)) || sr_fail "the client's result table has no rows"
+sr_expect_roce_traffic
 sr_log "PASS: $tool $* — $rows result row(s)"
