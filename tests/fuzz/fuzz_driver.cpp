@@ -1,12 +1,14 @@
 // Runs the body of a libFuzzer target (mad_fuzz.cpp, roce_packet_fuzz.cpp: it
 // is linked with one) without libFuzzer, for compilers that have none (GCC,
 // the CI compiler): every file of the corpus
-// directory given as argv[1], then 5000 deterministic mutations of each
-// (byte flips, random bytes, cut and extended lengths), so the target's
-// checks run on every build even though only clang can guide the search.
+// directory given as argv[1], then 5000 (or argv[2]) deterministic mutations
+// of each (byte flips, random bytes, cut and extended lengths), so the
+// target's checks run on every build even though only clang can guide the
+// search.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
 
-constexpr int kMutationsPerFile = 5000;
+constexpr int kDefaultMutationsPerFile = 5000;
 
 // splitmix64: small, and the same sequence on every platform (unlike the
 // standard distributions), so a failing mutation number reproduces.
@@ -60,10 +62,11 @@ std::vector<uint8_t> Mutate(const std::vector<uint8_t>& seed, Rng& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR [MUTATIONS_PER_FILE]\n", argv[0]);
     return 2;
   }
+  const int mutations = argc == 3 ? std::atoi(argv[2]) : kDefaultMutationsPerFile;
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(argv[1])) {
     if (entry.is_regular_file()) files.push_back(entry.path());
@@ -80,11 +83,11 @@ int main(int argc, char** argv) {
                                     std::istreambuf_iterator<char>()};
     LLVMFuzzerTestOneInput(seed.data(), seed.size());
     Rng rng{0xC0FFEE00 + f};
-    for (int i = 0; i < kMutationsPerFile; ++i) {
+    for (int i = 0; i < mutations; ++i) {
       const std::vector<uint8_t> input = Mutate(seed, rng);
       LLVMFuzzerTestOneInput(input.data(), input.size());
     }
-    runs += 1 + kMutationsPerFile;
+    runs += 1 + static_cast<uint64_t>(mutations);
   }
   std::printf("%s: %zu corpus files, %llu inputs, no failure\n", argv[0], files.size(),
               static_cast<unsigned long long>(runs));

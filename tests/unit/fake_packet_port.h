@@ -4,6 +4,7 @@
 // generator, so a failing run can be repeated), or filtered by a predicate.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -60,6 +61,8 @@ class FakePacketPort : public roce::PacketPort {
     }
   }
   uint64_t sent() const { return sent_; }
+  // Datagrams the receiver's sink has returned from (fully handled).
+  uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
   uint64_t dropped() const { return dropped_; }
 
   int Send(const roce::OutDatagram* datagrams, int n) override {
@@ -116,6 +119,7 @@ class FakePacketPort : public roce::PacketPort {
       in.data = d.bytes.data();
       in.len = static_cast<uint32_t>(d.bytes.size());
       sink(in);
+      delivered_.fetch_add(1, std::memory_order_release);
     }
     return static_cast<int>(batch.size());
   }
@@ -137,6 +141,7 @@ class FakePacketPort : public roce::PacketPort {
   DropIf drop_if_;
   std::deque<Datagram> queue_;
   uint64_t sent_ = 0, dropped_ = 0;
+  std::atomic<uint64_t> delivered_{0};
   int fd_ = -1;
 };
 
