@@ -66,6 +66,13 @@ constexpr uint64_t kRocePollNs = 1000000;  // 1 ms
 // at most for a busy poller; the progress thread's looks are not thinned).
 constexpr uint32_t kRoceIdlePolls = 1024;
 constexpr uint32_t kRoceIdlePollStride = 16;
+// ... and, of those, only one per kRoceIdleLookNs actually looks: a look is
+// two system calls (~1 us), and a busy poller's calls come every few tens of
+// nanoseconds, so a stride of calls alone left it in the kernel most of the
+// time (ibv_ud_pingpong on one host: ~2.4 epoll_wait + recvmmsg per round
+// trip in the client). A RoCE peer that wakes an idle port waits this long
+// at most for the first datagram; then the port is looked at on every call.
+constexpr uint64_t kRoceIdleLookNs = 20000;  // 20 us
 // Datagrams taken from the RoCE port per poll.
 constexpr int kRocePollBatch = 64;
 // After a look at the RoCE port that found datagrams, the progress thread
@@ -1213,6 +1220,9 @@ bool Engine::PollRoce(bool by_app) {
   if (by_app && empty >= kRoceIdlePolls) {
     roce_empty_polls_.store(empty + 1, std::memory_order_relaxed);
     if ((empty & (kRoceIdlePollStride - 1)) != 0) return false;
+    const uint64_t now = NowNs();
+    if (now - roce_idle_look_ns_.load(std::memory_order_relaxed) < kRoceIdleLookNs) return false;
+    roce_idle_look_ns_.store(now, std::memory_order_relaxed);
   }
   if (!packet_port() || !roce_rx_lock_.try_lock()) return false;
   roce::PacketPort* port = roce_port_.get();  // under the lock: a test may swap it

@@ -184,9 +184,10 @@ class Engine {
   void ActivateRoce();
   // Receives what the port holds and hands it to the QPs; sends the ACKs
   // that the burst made due. true if anything arrived. `by_app`: from a
-  // verbs call, which looks only at every kRoceIdlePollStride-th call once
-  // the port has been empty for a while (a system call each time would
-  // cost a busy-polling shm program whose UD QP merely listens on the wire).
+  // verbs call, which looks only at every kRoceIdlePollStride-th call, and
+  // at most once per kRoceIdleLookNs, once the port has been empty for a
+  // while (system calls each time would cost a busy-polling shm program
+  // whose UD QP merely listens on the wire).
   bool PollRoce(bool by_app = false);
 
   ~Engine();
@@ -316,7 +317,8 @@ class Engine {
   bool roce_forced_for_testing_ = false;
   std::atomic<bool> roce_active_{false};
   SpinLock roce_rx_lock_;
-  std::atomic<uint32_t> roce_empty_polls_{0};  // consecutive polls that found nothing
+  std::atomic<uint32_t> roce_empty_polls_{0};   // consecutive polls that found nothing
+  std::atomic<uint64_t> roce_idle_look_ns_{0};  // when a verbs call last looked at an idle port
   // The port's readable fd, watched while the progress thread sleeps
   // (RoceWatchMain): set to 1 before a sleep, cleared after; the watcher
   // waits on it (futex) while 0, and in poll() on the fd while 1, and wakes
