@@ -235,5 +235,57 @@ TEST(RoceVectors, IcrcOverPiecesEqualsIcrcOverOneBuffer) {
   }
 }
 
+// A full-MTU WRITE FIRST (BTH, RETH, 4 KiB of payload) over IPv4 and IPv6:
+// the ICRC the codec seals equals CRC-32 over the whole masked datagram done
+// byte by byte (zlib), and ComputeIcrc gives it for every way the sender
+// (headers, payload pieces, pad) or the receiver (one piece) cuts it: small
+// pieces are gathered for one CRC call, large ones fed directly, and BTH
+// byte 4 is masked in either.
+TEST(RoceVectors, IcrcOfAFullMtuPacketWhereverCut) {
+  TransportHeaders h;
+  h.bth = Bth{.opcode = 0x06, .pkey = 0xFFFF, .dest_qp = 0x12, .ack_req = true, .psn = 7};
+  h.reth = Reth{.va = 0x1122334455667788, .rkey = 0xABCD, .dma_length = 65536};
+  std::vector<uint8_t> payload(4096);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = uint8_t(i * 131 + 7);
+  for (NetworkHeaders net : {VectorANet(), VectorCNet()}) {
+    net.traffic_class = 0x12;  // masked fields with values that would show
+    net.hop_limit = 17;
+    std::vector<uint8_t> datagram(8192);
+    size_t written = 0;
+    ASSERT_TRUE(EncodeDatagram(net, h, payload, datagram, &written).ok());
+    datagram.resize(written);
+    const size_t ip = net.ip_version == 4 ? kIpv4HeaderSize : kIpv6HeaderSize;
+    const size_t transport_at = ip + kUdpHeaderSize;
+    std::vector<uint8_t> masked(8 + datagram.size() - kIcrcSize, 0xFF);  // LRH stand-in first
+    std::copy(datagram.begin(), datagram.end() - kIcrcSize, masked.begin() + 8);
+    uint8_t* d = masked.data() + 8;
+    if (net.ip_version == 4) {
+      d[1] = 0xFF;           // TOS
+      d[8] = 0xFF;           // TTL
+      d[10] = d[11] = 0xFF;  // header checksum
+    } else {
+      d[0] |= 0x0F;  // traffic class and flow label
+      d[1] = d[2] = d[3] = 0xFF;
+      d[7] = 0xFF;  // hop limit
+    }
+    d[ip + 6] = d[ip + 7] = 0xFF;  // UDP checksum
+    d[transport_at + 4] = 0xFF;    // BTH byte 4
+    const uint32_t reference = uint32_t(crc32(0, masked.data(), uInt(masked.size())));
+    const std::span<const uint8_t> all(datagram);
+    EXPECT_EQ(LoadIcrc(all.subspan(all.size() - kIcrcSize).first<kIcrcSize>()), reference);
+    const auto transport = all.subspan(transport_at, all.size() - transport_at - kIcrcSize);
+    EXPECT_EQ(ComputeIcrc(net, transport), reference);
+    const size_t cuts[] = {0, 1, 4, 5, 12, 28, 60, 64, 65, 100, 2048, 4000, transport.size()};
+    for (size_t cut1 : cuts) {
+      for (size_t cut2 : cuts) {
+        if (cut2 < cut1) continue;
+        const std::span<const uint8_t> pieces[] = {
+            transport.first(cut1), transport.subspan(cut1, cut2 - cut1), transport.subspan(cut2)};
+        ASSERT_EQ(ComputeIcrc(net, pieces), reference) << cut1 << " " << cut2;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace softrdma::roce
