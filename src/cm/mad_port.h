@@ -22,9 +22,9 @@
 
 namespace softrdma::cm {
 
-// "softrdma-<namespace>-<uid>-cm-<port space hex>-<port>" (no leading NUL;
-// the socket layer adds it). Per user and per SOFTRDMA_NAMESPACE, as the
-// host registry is. The same names the GSI forwarder finds (util/gsi_route.h).
+// "softrdma-[<namespace>-]cm-<port space hex>-<port>" (no leading NUL; the
+// socket layer adds it). Per SOFTRDMA_NAMESPACE, one for every user of the
+// host (util/gsi_route.h says why). The same names the GSI forwarder finds.
 std::string PortSocketName(uint16_t port_space, uint16_t port);
 
 class MadPort {

@@ -62,11 +62,10 @@ std::string CmSocketName(uint16_t port_space, uint16_t port) {
   const Config& config = GetConfig();
   char buf[160];
   if (config.shm_namespace.empty()) {
-    std::snprintf(buf, sizeof(buf), "softrdma-%u-cm-%04x-%u", unsigned(getuid()),
-                  unsigned(port_space), unsigned(port));
+    std::snprintf(buf, sizeof(buf), "softrdma-cm-%04x-%u", unsigned(port_space), unsigned(port));
   } else {
-    std::snprintf(buf, sizeof(buf), "softrdma-%s-%u-cm-%04x-%u", config.shm_namespace.c_str(),
-                  unsigned(getuid()), unsigned(port_space), unsigned(port));
+    std::snprintf(buf, sizeof(buf), "softrdma-%s-cm-%04x-%u", config.shm_namespace.c_str(),
+                  unsigned(port_space), unsigned(port));
   }
   return buf;
 }

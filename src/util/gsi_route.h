@@ -35,9 +35,12 @@ inline constexpr size_t kGsiMadSize = 256;  // every MAD
 // space is 0).
 inline constexpr uint16_t kCmProcessPortSpace = 0;
 
-// "softrdma-[<namespace>-]<uid>-cm-<port space hex>-<port>": per user and per
-// SOFTRDMA_NAMESPACE, as the host registry is. No leading NUL (the socket
-// layer adds it for an abstract name).
+// "softrdma-[<namespace>-]cm-<port space hex>-<port>": per SOFTRDMA_NAMESPACE
+// but not per user. rdma_cm ports are the host's, as the kernel's are: a
+// client of one user reaches a listener of another (their QPs then talk
+// over the RoCE wire, QPN ranges and gateways), and a port one user bound is
+// EADDRINUSE for the others. No leading NUL (the socket layer adds it for an
+// abstract name).
 std::string CmSocketName(uint16_t port_space, uint16_t port);
 
 // A communication id of the process whose connection socket is number

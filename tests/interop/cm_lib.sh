@@ -5,7 +5,7 @@
 #
 # A server counts as listening once its rdma_cm port is bound: softrdma's CM
 # binds one abstract Unix socket per bound rdma_cm port, named
-# "softrdma-<namespace>-<uid>-cm-<port space hex>-<port>" (src/cm/mad_port.h),
+# "softrdma-<namespace>-cm-<port space hex>-<port>" (src/cm/mad_port.h),
 # which /proc/net/unix lists with a leading '@'. No TCP port is involved.
 #
 # Usage in a test script:
@@ -32,7 +32,7 @@ sr_cm_namespace() {
 # port PORT (in any port space: TCP 0106, UDP 0111, IB 013f).
 sr_cm_bound() {
   local prefix
-  prefix="@softrdma-$(sr_cm_namespace)-$(id -u)-cm-"
+  prefix="@softrdma-$(sr_cm_namespace)-cm-"
   awk -v p="$prefix" -v port="$1" '
     index($NF, p) == 1 && substr($NF, length(p) + 1) ~ ("^[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-" port "$") { found = 1; exit }
     END { exit !found }' /proc/net/unix

@@ -12,12 +12,11 @@ namespace softrdma::rdmacm_test {
 namespace {
 
 // The name a listener of port space `ps` on `port` is reached at
-// (src/cm/mad_port.cpp: per user and per SOFTRDMA_NAMESPACE).
+// (src/cm/mad_port.cpp: per SOFTRDMA_NAMESPACE, not per user).
 std::string ListenerSocketName(uint16_t ps, uint16_t port) {
   const char* ns = std::getenv("SOFTRDMA_NAMESPACE");
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "softrdma-%s-%u-cm-%04x-%u", ns, unsigned(getuid()), unsigned(ps),
-                unsigned(port));
+  std::snprintf(buf, sizeof(buf), "softrdma-%s-cm-%04x-%u", ns, unsigned(ps), unsigned(port));
   return buf;
 }
 
