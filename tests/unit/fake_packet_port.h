@@ -64,6 +64,8 @@ class FakePacketPort : public roce::PacketPort {
   // Datagrams the receiver's sink has returned from (fully handled).
   uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
   uint64_t dropped() const { return dropped_; }
+  // Calls of Poll (looks at the port, whether or not anything waited).
+  uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
 
   int Send(const roce::OutDatagram* datagrams, int n) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -95,6 +97,7 @@ class FakePacketPort : public roce::PacketPort {
   }
 
   int Poll(const roce::DatagramSink& sink, int max) override {
+    polls_.fetch_add(1, std::memory_order_relaxed);
     std::deque<Datagram> batch;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -141,6 +144,7 @@ class FakePacketPort : public roce::PacketPort {
   DropIf drop_if_;
   std::deque<Datagram> queue_;
   uint64_t sent_ = 0, dropped_ = 0;
+  std::atomic<uint64_t> polls_{0};
   std::atomic<uint64_t> delivered_{0};
   int fd_ = -1;
 };

@@ -395,5 +395,40 @@ TEST_F(RoceTransport, UdDatagramsWithGrhAndQkey) {
   DestroyAh(ah);
 }
 
+// A UD QP listens on the RoCE wire from RTR on, also when it only ever
+// talks over shared memory. A busy poller then looks at the idle port (two
+// system calls on the real one) at most once per 20 us after its first 1024
+// looks: before, every 16th ibv_poll_cq did (ibv_ud_pingpong on one host
+// spent most of its waits in the kernel). The progress thread's looks (about
+// one per ms here: this port has no fd to watch) are counted too.
+TEST_F(RoceTransport, BusyPollerLooksAtAnIdlePortAtMostEvery20Us) {
+  ibv_qp_init_attr qa{};
+  qa.send_cq = cq_a_;
+  qa.recv_cq = cq_b_;
+  qa.qp_type = IBV_QPT_UD;
+  qa.cap = {16, 16, 1, 1, 64};
+  a_ = CreateQp(pd_, &qa);
+  ASSERT_NE(a_, nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = 0x1234;
+  ASSERT_EQ(ModifyQp(a_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(ModifyQp(a_, &a, IBV_QP_STATE), 0);
+  const uint64_t looks_before = port_->polls();
+  const auto start = std::chrono::steady_clock::now();
+  constexpr int kPolls = 200000;
+  ibv_wc wc;
+  for (int i = 0; i < kPolls; ++i) ASSERT_EQ(PollCq(cq_b_, 1, &wc), 0);
+  const uint64_t us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::steady_clock::now() - start)
+                                                .count());
+  const uint64_t looks = port_->polls() - looks_before;
+  // Every 16th call after the first 1024 would be ~13,500 looks.
+  EXPECT_LE(looks, 1024 + us / 20 + 1 + us / 1000 + 16) << kPolls << " polls in " << us << " us";
+}
+
 }  // namespace
 }  // namespace softrdma
