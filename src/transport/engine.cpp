@@ -918,6 +918,7 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
       break;
     }
     const uint64_t now = NowNs();
+    if (watch->timer_deadline && now >= watch->timer_deadline) CheckTimersForWatch(watch, now);
     if (now - watch->window_start >= watch->window && !NextWatchWindow(watch, now)) {
       end = WatchEnd::kAppStopped;
       break;
@@ -966,6 +967,7 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
     }
     uint64_t deadline = watch->window_start + watch->window;
     if (timing) deadline = std::min(deadline, timed_since + grace);
+    if (watch->timer_deadline > now) deadline = std::min(deadline, watch->timer_deadline);
     const auto timeout = static_cast<int64_t>(deadline - now);  // > 0: checked above
     if (watch->on_ring && !ready) {
       ring_->AnnounceSleep();
@@ -1001,11 +1003,16 @@ bool Engine::OnOneCpu() {
 
 // A window of the watch ended: check the timers if due, and whether the
 // application polled in it. false: it did not (the watch ends).
+void Engine::CheckTimersForWatch(AppWatch* watch, uint64_t now) {
+  uint64_t deadline = 0;
+  CheckTimers(now, &deadline);
+  watch->last_timer_check = now;
+  watch->timer_deadline = deadline;
+}
+
 bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
   if (now - watch->last_timer_check >= kTimerTickNs) {
-    uint64_t next_deadline = 0;  // deadlines matter again once we sleep
-    CheckTimers(now, &next_deadline);
-    watch->last_timer_check = now;
+    CheckTimersForWatch(watch, now);
     // As before a sleep (ThreadMain), but only once per tick: it reads the
     // producers' line, and the application's drains never look for it.
     ring_->PublishStalledClaim();
@@ -1044,12 +1051,17 @@ void Engine::ThreadMain() {
     FlushDeferredAcks();
     if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, &next_deadline);
     bool timers_live = false;
-    if (now - watch.last_timer_check >= kTimerTickNs || did) {
-      timers_live = CheckTimers(now, &next_deadline);
+    if (now - watch.last_timer_check >= kTimerTickNs || did ||
+        (watch.timer_deadline && now >= watch.timer_deadline)) {
+      uint64_t timer_deadline = 0;
+      timers_live = CheckTimers(now, &timer_deadline);
       watch.last_timer_check = now;
+      watch.timer_deadline = timer_deadline;
     } else {
       timers_live = true;  // checked recently; keep ticking
     }
+    if (watch.timer_deadline && (!next_deadline || watch.timer_deadline < next_deadline))
+      next_deadline = watch.timer_deadline;
     if (did) continue;
 
     const uint64_t polls = app_polls_.load(std::memory_order_relaxed);

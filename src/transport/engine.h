@@ -233,6 +233,10 @@ class Engine {
     uint64_t window_start = 0;  // NowNs() then
     uint64_t window = 0;        // its length
     uint64_t last_timer_check = 0;
+    // The earliest retransmit deadline that check found (0: none): the
+    // thread looks again then, not at its next tick, so that a timer is
+    // not late by up to a tick and a window (docs/design.md "Progress").
+    uint64_t timer_deadline = 0;
     // Announced on the ring while watching: the application leaves records
     // for the thread (it waits for memory, not for completions), so their
     // commits must wake it.
@@ -244,6 +248,7 @@ class Engine {
   enum class WatchEnd { kStopping, kAppStopped, kAppMayBlock, kRecordLeft };
   void StartWatchWindow(AppWatch* watch, uint64_t polls, uint64_t now);
   bool NextWatchWindow(AppWatch* watch, uint64_t now);
+  void CheckTimersForWatch(AppWatch* watch, uint64_t now);
   static bool OnOneCpu();
   WatchEnd WatchPollingApplication(AppWatch* watch);
   static void OnReclaim(ProcRef dead);

@@ -27,7 +27,7 @@ uint32_t LastPsn(const SendWqe& w, uint32_t mtu) {
 
 // A response made progress: the retransmit timer and retry budget start over.
 void Progress(Qp& qp) {
-  qp.progress_seen = true;
+  RestartRetransmitTimer(qp);
   qp.retries_left = qp.attr.retry_cnt;
 }
 
@@ -167,7 +167,7 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
         if (qp.rnr_wait_until_ns && psn == rq.comp_psn) return;
         AdvanceComp(rq, psn);
         if (forward) Progress(qp);
-        qp.progress_seen = true;
+        RestartRetransmitTimer(qp);
         return Retry(engine, qp);
       }
       if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)

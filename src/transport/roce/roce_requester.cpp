@@ -4,6 +4,7 @@
 // or the retransmit timer asks. The WQEs, their validation and queueing are
 // the shm wire's (requester.cpp); only their transmission differs.
 #include <algorithm>
+#include <cinttypes>
 
 #include <endian.h>
 
@@ -127,12 +128,18 @@ void Rewind(Qp& qp) {
   GetCounters().retransmits.fetch_add(1, std::memory_order_relaxed);
 }
 
+void RestartRetransmitTimer(Qp& qp) {
+  qp.last_ack_ns = NowNs();
+  qp.progress_seen = false;  // the shm wire's flag; unused here
+}
+
 void Transmit(Engine& engine, Qp& qp) {
   if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
   RoceQp& rq = *qp.roce;
   const bool uc = qp.type == IBV_QPT_UC;
   // The retransmit timer runs from the moment the oldest WQE starts out.
-  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.progress_seen = true;
+  if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked)
+    RestartRetransmitTimer(qp);
   // A WQE's packets go out together (the batch is empty between WQEs). When
   // the port takes only part of a batch, the packets it did not take are
   // sent again later from the first of them.
@@ -225,6 +232,7 @@ bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
       return did;
     }
     qp.rnr_wait_until_ns = 0;
+    RestartRetransmitTimer(qp);  // the wait was the responder's answer
   }
   if (qp.sq_tx != qp.sq.head && qp.state == IBV_QPS_RTS) {
     const uint32_t before = qp.sq_tx, packet_before = qp.roce->tx_packet;
@@ -241,28 +249,37 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   if (qp.rnr_wait_until_ns) return true;  // the RNR wait is the responder's answer
   const uint64_t timeout = AckTimeoutNs(qp.attr.timeout);
   if (timeout == 0) return true;  // wait forever
-  if (qp.progress_seen) {
-    qp.progress_seen = false;
-    qp.last_ack_ns = now;
-  }
+  // last_ack_ns: the last progress, the oldest WQE's first transmission, or
+  // the time the previous try was due (RestartRetransmitTimer, below).
   const uint64_t due = qp.last_ack_ns + timeout;
   if (now < due) {
     *deadline = due;
     return true;
   }
   if (qp.retries_left == 0) {
-    SOFTRDMA_LOG(kInfo, "QP %u: retry count exceeded (RoCE)", qp.qpx.qp_base.qp_num);
+    SOFTRDMA_LOG(kInfo, "QP %u: retry count exceeded (RoCE, timer %" PRIu64 " us late)",
+                 qp.qpx.qp_base.qp_num, (now - due) / 1000);
     FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return false;
   }
   --qp.retries_left;
   GetCounters().timeouts.fetch_add(1, std::memory_order_relaxed);
-  SOFTRDMA_LOG(kDebug, "QP %u: retransmit timer expired, go back to PSN %u (%d retries left)",
-               qp.qpx.qp_base.qp_num, qp.roce->comp_psn, qp.retries_left);
+  SOFTRDMA_LOG(kDebug,
+               "QP %u: retransmit timer expired (%" PRIu64
+               " us late), go back to PSN %u (%d retries left)",
+               qp.qpx.qp_base.qp_num, (now - due) / 1000, qp.roce->comp_psn, qp.retries_left);
   Rewind(qp);
-  qp.last_ack_ns = now;
   Transmit(engine, qp);
-  *deadline = now + timeout;
+  // The next try is due one timeout after this one was due, not after this
+  // check ran: a NIC's timer is not late, and lateness added up over
+  // retry_cnt + 1 tries took a silent peer's RETRY_EXC_ERR ~10% past
+  // timeout x (retry_cnt + 1). A check later than an eighth of a timeout
+  // (this process did not run: the peer, niced or starved alike, may not
+  // have either) gives the retransmission a whole timeout from now, as
+  // before: a requester that was not scheduled must not fail a healthy
+  // peer sooner than it used to.
+  qp.last_ack_ns = now - due <= timeout / 8 ? due : now;
+  *deadline = qp.last_ack_ns + timeout;
   return true;
 }
 

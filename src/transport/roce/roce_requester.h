@@ -19,5 +19,10 @@ uint32_t WqePackets(const SendWqe& w, uint32_t mtu);
 // Restarts transmission from the oldest WQE not acknowledged, skipping its
 // acknowledged packets (go-back-N).
 void Rewind(Qp& qp);
+// The retransmit timer counts from now: a response made progress, or the
+// oldest WQE starts out. Stamped where it happens (one vDSO clock read),
+// not when the timer next looks, so that the timer is never late by the
+// period of its checks (docs/design.md "RoCEv2 transport", Survivors).
+void RestartRetransmitTimer(Qp& qp);
 
 }  // namespace softrdma::transport::roce
