@@ -35,7 +35,16 @@ constexpr uint32_t kReadBufferBytes = 65536;  // a GRO read holds up to 64 KiB
 constexpr uint32_t kMaxGsoBytes = 65000;      // below the 64 KiB UDP limit with headers
 constexpr int kMaxGsoSegments = 64;           // the kernel's UDP_MAX_SEGMENTS is >= 64
 constexpr size_t kMaxSourcePortSockets = 256;
-constexpr int kSocketBufferBytes = 4 << 20;
+constexpr int kSendBufferBytes = 4 << 20;
+// The kernel doubles it: 32 MiB may wait unread. A sender faster than its
+// receiver (UC, UD, and RC within its window) overflows what a receiver
+// that copies every payload once more cannot drain yet: with 4 MiB,
+// ib_send_bw -c UC -s 65536 -n 200 between two namespace hosts lost 127 of
+// its 400 GSO datagrams (RcvbufErrors), UC never resends, and the server
+// waited for its 200 receives until its timeout. 32 MiB holds that whole
+// burst (12.8 MB). A limit, not an allocation; above rmem_max only with
+// CAP_NET_ADMIN (docs/design.md "The port").
+constexpr int kReceiveBufferBytes = 16 << 20;
 
 bool IsIpv4(const in6_addr& a) {
   return IN6_IS_ADDR_V4MAPPED(&a);
@@ -124,10 +133,10 @@ int OpenRoceSocket(const in6_addr& address, uint16_t port) {
   }
   SetInt(fd, IPPROTO_UDP, UDP_GRO, 1);  // absent on old kernels: plain reads then
   // Above rmem_max only with CAP_NET_ADMIN (the FORCE variants); best effort.
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &kSocketBufferBytes, sizeof(int)) != 0)
-    SetInt(fd, SOL_SOCKET, SO_RCVBUF, kSocketBufferBytes);
-  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &kSocketBufferBytes, sizeof(int)) != 0)
-    SetInt(fd, SOL_SOCKET, SO_SNDBUF, kSocketBufferBytes);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &kReceiveBufferBytes, sizeof(int)) != 0)
+    SetInt(fd, SOL_SOCKET, SO_RCVBUF, kReceiveBufferBytes);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &kSendBufferBytes, sizeof(int)) != 0)
+    SetInt(fd, SOL_SOCKET, SO_SNDBUF, kSendBufferBytes);
   sockaddr_storage local;
   const socklen_t length = ToSockaddr(address, port, &local);
   if (bind(fd, reinterpret_cast<sockaddr*>(&local), length) != 0) return fail();
