@@ -358,8 +358,7 @@ void Engine::DrainArrived() {
   // that keeps sending cannot hold the destroy here.
   uint64_t budget = ring_->slot_count();
   while (budget > 0) {
-    const size_t n =
-        ring_->ConsumeBatch(kDrainBatch, [this](const shm::RecordView& view) { Dispatch(view); });
+    const size_t n = DispatchBatch();
     if (n == 0) break;
     budget -= std::min<uint64_t>(budget, n);
   }
@@ -563,8 +562,7 @@ bool Engine::DrainRing(bool by_app) {
   }
   // No QP map lock: see qp_by_qpn_. The consumer position is published once
   // per batch, so producers' space checks see one store, not one per record.
-  const size_t n =
-      ring_->ConsumeBatch(kDrainBatch, [this](const shm::RecordView& view) { Dispatch(view); });
+  const size_t n = DispatchBatch();
   // The application's own drain may keep this batch's ACKs for its next
   // request (responder.cpp, "Deferred ACKs").
   if (!ack_list_.empty() && (!by_app || n == 0 || !DeferAcks())) FlushAcks();
@@ -606,11 +604,29 @@ void Engine::FlushAcksBeforeSleep() {
   ring_->UnlockConsumer();
 }
 
-void Engine::Dispatch(const shm::RecordView& view) {
+size_t Engine::DispatchBatch() {
+  Qp* held = nullptr;
+  const size_t n = ring_->ConsumeBatch(
+      kDrainBatch, [this, &held](const shm::RecordView& view) { Dispatch(view, &held); });
+  if (held) held->lock.unlock();
+  return n;
+}
+
+void Engine::Dispatch(const shm::RecordView& view, Qp** held) {
   wire::RecordHeader hdr;
   if (view.size() < sizeof hdr) return;  // malformed: drop
   view.CopyOut(0, &hdr, sizeof hdr);
   Qp* qp = LocalQp(hdr.dst_qpn);
+  // The lock of the previous record's QP is kept only for the same QP: other
+  // paths take locks of their own, and must not while holding another's.
+  if (*held != qp) {
+    if (*held) (*held)->lock.unlock();
+    *held = nullptr;
+    if (qp) {
+      qp->lock.lock();
+      *held = qp;
+    }
+  }
   if (!qp) {
     // Addressed to an XRC SRQ of ours (its number is not a QP's).
     if (hdr.type == wire::RecordType::kXrcForward) {
@@ -628,7 +644,6 @@ void Engine::Dispatch(const shm::RecordView& view) {
     }
     return;
   }
-  std::lock_guard<SpinLock> lock(qp->lock);
   if (wire::IsRequest(hdr.type)) {
     if (hdr.flags & wire::kFlagAck) transport::OnPiggybackedAck(*this, *qp, hdr);
     if (transport::OnRequest(*this, *qp, hdr, view) && !qp->ack_pending) {

@@ -214,7 +214,13 @@ class Engine {
   // bounded time for room in the requester's ring. Without the consumer
   // lock; `drain_own_ring`: drains ours between tries (see engine.cpp).
   void SendOwed(Qp& qp, bool drain_own_ring);
-  void Dispatch(const shm::RecordView& view);
+  // Executes one record. *held is the QP whose lock the caller's batch holds
+  // (nullptr: none): kept while the records are for that QP, released before
+  // any other, taken for the record's QP. The batch releases it at its end.
+  void Dispatch(const shm::RecordView& view, Qp** held);
+  // ConsumeBatch over Dispatch, one QP lock for each run of records to the
+  // same QP (a stream of SENDs takes it once per batch, not per message).
+  size_t DispatchBatch();
   void FlushAcks();
   bool DeferAcks();
   // Sends the ACKs a drain held back. false if the ring's consumer lock was

@@ -119,7 +119,7 @@ namespace {
   if (engine.mr_table().LookupLocal(sge.lkey, sge.addr, sge.length, qp.pd->id,
                                     IBV_ACCESS_LOCAL_WRITE, &host) != 0)
     return false;
-  view.CopyOut(sizeof req, reinterpret_cast<void*>(host), req.total_len);
+  view.CopyOutToBuffer(sizeof req, reinterpret_cast<void*>(host), req.total_len);
   CompleteRecv(qp, w, IBV_WC_SUCCESS, req);
   ++qp.rq.tail;
   qp.epsn = PsnAdd(qp.epsn, 1);

@@ -158,6 +158,14 @@ class RecordView : public SplitBytes<const std::byte> {
     if (len != 0) std::memcpy(dst, first_ + offset, len);
     return true;
   }
+  // CopyOut of a length known only at run time into a buffer that takes it
+  // (the application's receive buffer): up to 64 bytes are copied inline, as
+  // Reservation::Write does, instead of by a call into libc.
+  bool CopyOutToBuffer(uint32_t offset, void* dst, uint32_t len) const {
+    if (uint64_t{offset} + len > first_len_) return CopyOutSlow(offset, dst, len);
+    if (len != 0) Reservation::CopySmall(static_cast<std::byte*>(dst), first_ + offset, len);
+    return true;
+  }
 
  private:
   friend class Ring;
@@ -469,6 +477,12 @@ size_t Ring::ConsumeBatch(size_t max, Fn&& fn) {
     const uint64_t w = seq(cursor).load(std::memory_order_seq_cst);
     if (w == FreeWordOfLap(Lap(cursor))) break;
     if (!ViewCommitted(cursor, w, &v) && !PeekAt(&cursor, &v)) break;
+    // The next record's data line, if it is committed (a line still being
+    // written is the producer's: asking for it would only take it away),
+    // comes in while this record is handled instead of after.
+    const uint64_t next = v.pos_ + v.nslots_;
+    if ((seq(next).load(std::memory_order_relaxed) & kSeqStateMask) == kSeqCommitted)
+      __builtin_prefetch(data() + (next & (slot_count_ - 1)) * kSlotBytes);
     fn(static_cast<const RecordView&>(v));
     if (v.nslots_ == 1)  // ResetSlots of one slot, inline
       seq(v.pos_).store(FreeWordOfLap(Lap(v.pos_) + 1), std::memory_order_relaxed);
