@@ -437,7 +437,7 @@ class alignas(kCacheLine) Ring {
   uint32_t version_;
   uint32_t slot_count_;
   uint32_t slot_shift_;
-  uint32_t pad0_ = 0;
+  [[maybe_unused]] uint32_t pad0_ = 0;  // keeps region_bytes_ 8-byte aligned
   uint64_t region_bytes_;
 
   // Producers' line. reserve_pos_ and last_claim_ are the reserve word,
@@ -458,7 +458,7 @@ class alignas(kCacheLine) Ring {
   std::atomic<uint32_t> consumer_sleeping_;
   // Consumer-private state (protected by the consumer lock).
   alignas(kCacheLine) std::atomic<uint32_t> consumer_lock_;
-  uint32_t pad1_ = 0;
+  [[maybe_unused]] uint32_t pad1_ = 0;
   uint64_t stall_pos_ = 0;      // head position being watched for a dead producer
   int64_t stall_since_ns_ = 0;  // 0 = not watching
   std::atomic<uint64_t> dead_skips_;
