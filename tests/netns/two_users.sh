@@ -38,18 +38,11 @@ pair() {
   [[ $client_user == nobody ]] && client_as=("${as_nobody[@]}")
   sr_on_bg a "${server_as[@]}" env LD_LIBRARY_PATH="$libdir" timeout 30 "$@" \
     "$port_option" "$tcp_port" >"$SR_DIR/server.out" 2>&1
-  local server=$SR_PID client_status=0 server_status=0
+  local server=$SR_PID client_status=0
   sr_wait_tcp_port a "$tcp_port"
   sr_on a "${client_as[@]}" env LD_LIBRARY_PATH="$libdir" timeout 30 "$@" \
     "$port_option" "$tcp_port" "$address" >"$SR_DIR/client.out" 2>&1 || client_status=$?
-  sr_wait "$server" || server_status=$?
-  if ((client_status != 0 || server_status != 0)); then
-    echo "--- client ($client_user):" >&2
-    cat "$SR_DIR/client.out" >&2
-    echo "--- server ($server_user):" >&2
-    cat "$SR_DIR/server.out" >&2
-    sr_fail "$name: client exit $client_status, server exit $server_status"
-  fi
+  sr_finish_pair "$name (server $server_user, client $client_user)" "$client_status" "$server"
   echo "ok: $name, server $server_user, client $client_user:" \
     "$(grep -E 'iters in|^ [0-9]+ +[0-9]+' "$SR_DIR/client.out" | tail -1)"
 }
@@ -90,21 +83,15 @@ cm_pair() {
   fi
   sr_on_bg a "${server_as[@]}" env LD_LIBRARY_PATH="$libdir" timeout 30 "${server_cmd[@]}" \
     >"$SR_DIR/server.out" 2>&1
-  local server=$SR_PID client_status=0 server_status=0 i
+  local server=$SR_PID client_status=0 i
   for ((i = 0; i < 200; i++)); do
     sr_on a grep -q -- "-cm-0\(106\|111\)-$tcp_port\$" /proc/net/unix && break
     sleep 0.05
   done
   sr_on a "${client_as[@]}" env LD_LIBRARY_PATH="$libdir" timeout 30 "${client_cmd[@]}" \
     >"$SR_DIR/client.out" 2>&1 || client_status=$?
-  sr_wait "$server" || server_status=$?
-  if ((client_status != 0 || server_status != 0)); then
-    echo "--- client ($client_user):" >&2
-    cat "$SR_DIR/client.out" >&2
-    echo "--- server ($server_user):" >&2
-    cat "$SR_DIR/server.out" >&2
-    sr_fail "$name over rdma_cm: client exit $client_status, server exit $server_status"
-  fi
+  sr_finish_pair "$name over rdma_cm (server $server_user, client $client_user)" \
+    "$client_status" "$server"
   if [[ $name == rping ]]; then
     local got
     got=$(grep -c '^ping data: rdma-ping-' "$SR_DIR/client.out" || true)

@@ -38,36 +38,12 @@ using testing::LoopbackGid;
 // INIT -> RTR -> RTS towards `dest` over the loopback GID.
 int ToRtsOn(ibv_context* ctx, int gid, ibv_qp* qp, uint32_t dest, uint8_t rnr_retry,
             uint8_t min_rnr_timer, uint8_t timeout, uint8_t retry_cnt) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  if (int rc =
-          ModifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    return rc;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = dest;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = min_rnr_timer;
-  a.ah_attr.port_num = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.hop_limit = 1;
-  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid);
-  QueryGid(ctx, 1, gid, &a.ah_attr.grh.dgid);
-  if (int rc = ModifyQp(qp, &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return rc;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = timeout;
-  a.retry_cnt = retry_cnt;
-  a.rnr_retry = rnr_retry;
-  a.max_rd_atomic = 1;
-  return ModifyQp(qp, &a,
-                  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  testing::RcConnectParams p;
+  p.min_rnr_timer = min_rnr_timer;
+  p.timeout = timeout;
+  p.retry_cnt = retry_cnt;
+  p.rnr_retry = rnr_retry;
+  return testing::ConnectRcOverGid(ctx, gid, qp, dest, p);
 }
 
 // Exit codes of RequesterChild.

@@ -26,6 +26,54 @@ inline int LoopbackGid(ibv_context* ctx) {
   return -1;
 }
 
+// What an RC QP of a unit test is given on its way to RTS.
+struct RcConnectParams {
+  int access = 0;             // qp_access_flags at INIT
+  uint8_t max_rd_atomic = 1;  // both max_dest_rd_atomic (RTR) and max_rd_atomic (RTS)
+  uint8_t min_rnr_timer = 1;
+  uint8_t timeout = 17;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+};
+
+// INIT -> RTR -> RTS towards `dest` (a QP of this host) over the GID at
+// `gid`, MTU 1024, PSNs 0; returns ModifyQp's first failure, else 0.
+inline int ConnectRcOverGid(ibv_context* ctx, int gid, ibv_qp* qp, uint32_t dest,
+                            const RcConnectParams& p) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = static_cast<unsigned>(p.access);
+  if (int rc = verbs::ModifyQp(
+          qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return rc;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = dest;
+  a.max_dest_rd_atomic = p.max_rd_atomic;
+  a.min_rnr_timer = p.min_rnr_timer;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid);
+  verbs::QueryGid(ctx, 1, gid, &a.ah_attr.grh.dgid);
+  if (int rc =
+          verbs::ModifyQp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return rc;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = p.timeout;
+  a.retry_cnt = p.retry_cnt;
+  a.rnr_retry = p.rnr_retry;
+  a.max_rd_atomic = p.max_rd_atomic;
+  return verbs::ModifyQp(qp, &a,
+                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
 // A shared-memory namespace of this test process's own (ut<pid>), so that
 // the engine neither attaches to the user's default registry nor meets
 // another test's; set it before the engine's first use.

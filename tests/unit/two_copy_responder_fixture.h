@@ -101,37 +101,11 @@ class TwoCopyResponderTest : public ::testing::Test {
   // RTS towards `dest`, every remote access allowed, two responder
   // resources, timeout 20 (~4 s): nothing is retransmitted behind our back.
   int ToRts(ibv_qp* qp, uint32_t dest) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = kRemoteAll & ~IBV_ACCESS_LOCAL_WRITE;
-    if (int rc =
-            ModifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dest;
-    a.max_dest_rd_atomic = 2;
-    a.min_rnr_timer = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.hop_limit = 1;
-    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_);
-    QueryGid(ctx_, 1, gid_, &a.ah_attr.grh.dgid);
-    if (int rc = ModifyQp(qp, &a,
-                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 20;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 2;
-    return ModifyQp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    RcConnectParams p;
+    p.access = kRemoteAll & ~IBV_ACCESS_LOCAL_WRITE;
+    p.max_rd_atomic = 2;
+    p.timeout = 20;
+    return ConnectRcOverGid(ctx_, gid_, qp, dest, p);
   }
 
   shm::Ring& Ring() { return const_cast<shm::Ring&>(engine_->inbound_ring()); }
