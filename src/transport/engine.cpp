@@ -43,8 +43,13 @@ constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
 // the thread doubles the next, up to this. Every look is a wake-up, and on a
 // host whose cores all run busy-polling applications a wake-up preempts one
 // of them (ib_send_lat -s 64, two processes on two vCPUs: ~4,000 wake-ups a
-// second per process with 1 ms windows and a 50 us second look).
-constexpr uint64_t kAppPollingMaxTickNs = 4000000;  // 4 ms
+// second per process with 1 ms windows and a 50 us second look). The
+// retransmit timers no longer need these looks (AppWatch::timer_deadline),
+// so the cap only bounds how long held-back ACKs and records left for the
+// thread wait after the application stopped polling without arming a CQ:
+// 16 ms, under the 67 ms of the usual timeout 14 (4 ms cost a steady ~250
+// wake-ups a second).
+constexpr uint64_t kAppPollingMaxTickNs = 16000000;  // 16 ms
 // How long a committed record may wait at the head of the ring of a polling
 // application before the thread concludes that it was left for it. A
 // busy-polling application drains within a poll, well under a microsecond
