@@ -157,7 +157,6 @@ class Qp {
   uint32_t sq_tx = 0;                     // next WQE to transmit (tail <= sq_tx <= head)
   std::unique_ptr<uint8_t[]> inline_buf;  // cap.max_inline_data bytes per SQ slot (not zeroed)
   uint32_t next_psn = 0;
-  uint32_t ack_req_psn = 0;  // the last request sent with kFlagAckReq (requester.cpp)
   uint64_t rnr_wait_until_ns = 0;
   int rnr_retries_left = 0;
   int retries_left = 0;

@@ -655,11 +655,6 @@ void Engine::Dispatch(const shm::RecordView& view, Qp** held) {
       qp->ack_pending = true;
       ack_list_.push_back(qp);
     }
-    // Asked for at once (messages.h): if the requester's ring is full, the
-    // ACK stays owed and goes with the batch's others.
-    if ((hdr.flags & wire::kFlagAckReq) && hdr.type == wire::RecordType::kSend && qp->ack_pending)
-        [[unlikely]]
-      transport::SendAck(*this, *qp);
   } else if (hdr.type == wire::RecordType::kAck) {
     transport::OnAck(*this, *qp, hdr);
   } else if (hdr.type == wire::RecordType::kDatagram) {

@@ -58,14 +58,6 @@ enum RequestFlags : uint8_t {
   // request on the QP (the reply of a ping-pong) can carry it: one record
   // fewer each way (transport/responder.cpp, "Deferred ACKs").
   kFlagAck = 1 << 6,
-  // kSend: acknowledge this request now, not at the end of the drain's batch
-  // (nor later, held back for a reply). Set by a requester with many
-  // requests outstanding on a request whose completion the application
-  // waits for (a signalled one): a sender that streams SENDs and keeps only
-  // so many outstanding (perftest's ib_send_bw: 128, every 100th signalled)
-  // otherwise waits for an ACK that comes up to a batch later, and the
-  // responder then waits for it in turn (IBA's AckReq bit plays this part).
-  kFlagAckReq = 1 << 7,
 };
 
 // ACK/NAK syndromes (our own numbering; the mapping to work-completion

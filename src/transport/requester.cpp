@@ -215,28 +215,12 @@ int ResolveLocal(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec
 
 namespace {
 
-// A signalled SEND asks for its ACK at once (kFlagAckReq) when at least this
-// many requests are outstanding (posted, not yet acknowledged): a stream, not
-// a ping-pong, whose one request in flight gets its ACK with the reply. At
-// most one request in this many PSNs asks, so that an application that
-// signals every SEND still gets one ACK per batch, not one per message.
-constexpr uint32_t kAckRequestSpacing = 16;
-
-// kFlagAckReq for WQE w (its PSN assigned), noting it in the QP.
-[[gnu::always_inline]] inline uint8_t AckRequest(Qp& qp, const SendWqe& w) {
-  if (!w.signaled || qp.sq.size() < kAckRequestSpacing ||
-      ((w.psn - qp.ack_req_psn) & 0xffffff) < kAckRequestSpacing)
-    return 0;
-  qp.ack_req_psn = w.psn;
-  return wire::kFlagAckReq;
-}
-
-wire::RecordHeader RequestHeader(Engine& engine, Qp& qp, const SendWqe& w) {
+wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w) {
   wire::RecordHeader h{};
   h.type = wire::RecordType::kSend;
   h.flags = (w.solicited ? wire::kFlagSolicited : 0) |
             (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0) |
-            (w.opcode == IBV_WR_SEND_WITH_INV ? wire::kFlagInvalidate : 0) | AckRequest(qp, w);
+            (w.opcode == IBV_WR_SEND_WITH_INV ? wire::kFlagInvalidate : 0);
   h.src_qpn = qp.qpx.qp_base.qp_num;
   h.dst_qpn = qp.attr.dest_qp_num;
   h.psn = w.psn;
