@@ -150,6 +150,26 @@ class RoceTransport : public ::testing::Test {
     }
     return out;
   }
+  // A UD QP (sends complete on cq_a_, receives on cq_b_) with Q_Key 0x1234,
+  // taken to RTR; `*qp` stays null when a step fails (the test then stops).
+  void CreateUdQpAtRtr(uint32_t depth, ibv_qp** qp) {
+    ibv_qp_init_attr qa{};
+    qa.send_cq = cq_a_;
+    qa.recv_cq = cq_b_;
+    qa.qp_type = IBV_QPT_UD;
+    qa.cap = {depth, depth, 1, 1, 64};
+    ibv_qp* q = CreateQp(pd_, &qa);
+    ASSERT_NE(q, nullptr);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = 0x1234;
+    ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE), 0);
+    *qp = q;
+  }
   void PostRecv(ibv_qp* qp, ibv_mr* mr, void* addr, uint32_t len, uint64_t id) {
     ibv_sge sge{reinterpret_cast<uintptr_t>(addr), len, mr->lkey};
     ibv_recv_wr wr{};

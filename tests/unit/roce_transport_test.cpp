@@ -329,21 +329,10 @@ TEST_F(RoceTransport, MalformedPacketsAreCountedAndDropped) {
 TEST_F(RoceTransport, UdDatagramsWithGrhAndQkey) {
   ibv_qp* qps[2];
   for (ibv_qp*& q : qps) {
-    ibv_qp_init_attr qa{};
-    qa.send_cq = cq_a_;
-    qa.recv_cq = cq_b_;
-    qa.qp_type = IBV_QPT_UD;
-    qa.cap = {64, 64, 1, 1, 64};
-    q = CreateQp(pd_, &qa);
+    q = nullptr;
+    CreateUdQpAtRtr(64, &q);
     ASSERT_NE(q, nullptr);
     ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qkey = 0x1234;
-    ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE), 0);
     a.qp_state = IBV_QPS_RTS;
     ASSERT_EQ(ModifyQp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
   }
@@ -402,21 +391,8 @@ TEST_F(RoceTransport, UdDatagramsWithGrhAndQkey) {
 // spent most of its waits in the kernel). The progress thread's looks (about
 // one per ms here: this port has no fd to watch) are counted too.
 TEST_F(RoceTransport, BusyPollerLooksAtAnIdlePortAtMostEvery20Us) {
-  ibv_qp_init_attr qa{};
-  qa.send_cq = cq_a_;
-  qa.recv_cq = cq_b_;
-  qa.qp_type = IBV_QPT_UD;
-  qa.cap = {16, 16, 1, 1, 64};
-  a_ = CreateQp(pd_, &qa);
+  CreateUdQpAtRtr(16, &a_);
   ASSERT_NE(a_, nullptr);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qkey = 0x1234;
-  ASSERT_EQ(ModifyQp(a_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  ASSERT_EQ(ModifyQp(a_, &a, IBV_QP_STATE), 0);
   const uint64_t looks_before = port_->polls();
   const auto start = std::chrono::steady_clock::now();
   constexpr int kPolls = 200000;
