@@ -161,11 +161,6 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
         const bool forward = PsnDiff(psn, rq.comp_psn) > 0;
         SOFTRDMA_LOG(kDebug, "QP %u: sequence NAK for PSN %u (oldest unacknowledged %u, next %u)",
                      qp.qpx.qp_base.qp_num, psn, rq.comp_psn, qp.next_psn);
-        if (rq.stale_naks_left > 0 && psn == rq.stale_nak_psn && psn == rq.comp_psn) {
-          --rq.stale_naks_left;
-          GetCounters().seq_naks_stale.fetch_add(1, std::memory_order_relaxed);
-          return;
-        }
         if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
           return Retry(engine, qp);
         // The rest of a burst whose head got an RNR NAK: rewound already.
@@ -173,13 +168,6 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
         AdvanceComp(rq, psn);
         if (forward) Progress(qp);
         RestartRetransmitTimer(qp);
-        // The first NAK for this PSN: the responder may NAK it again at each
-        // AckReq packet already sent beyond it (roce_qp.h, stale_naks_left).
-        const bool first_for_psn = !rq.last_nak_valid || rq.last_nak_psn != psn;
-        rq.stale_nak_psn = psn;
-        rq.stale_naks_left = first_for_psn ? AckReqPacketsSentAfter(qp, psn) : 0;
-        rq.last_nak_psn = psn;
-        rq.last_nak_valid = true;
         return Retry(engine, qp);
       }
       if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)

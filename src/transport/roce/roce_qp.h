@@ -41,17 +41,6 @@ struct RoceQp {
   uint32_t comp_psn = 0;   // oldest PSN not yet acknowledged
   uint32_t rd_atomic_out = 0;
   bool read_gap_retried = false;  // READ responses went missing: retried once per gap
-  // Sequence NAKs for stale_nak_psn still to be ignored: the responder
-  // NAKs a gap again at each AckReq packet of the pass that revealed it
-  // (a NAK lost costs no timeout), so after going back on the first NAK
-  // for a PSN, up to one more NAK may come for each AckReq packet that
-  // pass had sent beyond it; going back again for those would only resend
-  // the same packets. A later NAK for that PSN (the responder saw the new
-  // pass miss it again) is acted on.
-  uint32_t stale_nak_psn = 0;
-  uint32_t stale_naks_left = 0;
-  uint32_t last_nak_psn = 0;
-  bool last_nak_valid = false;
 
   // --- responder
   uint32_t msn = 0;
@@ -63,10 +52,6 @@ struct RoceQp {
   // missing from it too, and is NAKed again.
   uint32_t nak_first_psn = 0;
   uint32_t nak_last_psn = 0;
-  // Since that NAK, a packet behind the last one seen came: the requester
-  // went back (it got a NAK), so the gap is not NAKed again at AckReq
-  // packets (only at the next pass, above).
-  bool nak_went_back = false;
   bool ack_due = false;  // a coalesced ACK for epsn - 1
   bool uc_dropping = false;
   InMessage in_message = InMessage::kNone;
@@ -96,8 +81,6 @@ struct Counters {
   std::atomic<uint64_t> duplicates{0};  // duplicate requests answered
   std::atomic<uint64_t> seq_naks_sent{0};
   std::atomic<uint64_t> seq_naks_repeated{0};  // of those: a go-back-N pass that missed epsn again
-  std::atomic<uint64_t> seq_naks_resent{0};    // of those: again at an AckReq packet of a pass
-  std::atomic<uint64_t> seq_naks_stale{0};     // received and ignored (see stale_naks_left)
   std::atomic<uint64_t> rnr_naks_sent{0};
   std::atomic<uint64_t> send_refused{0};  // the port took fewer datagrams than offered
   std::atomic<uint64_t> send_errors{0};   // datagrams the network refused for good: lost

@@ -128,26 +128,6 @@ void Rewind(Qp& qp) {
   GetCounters().retransmits.fetch_add(1, std::memory_order_relaxed);
 }
 
-uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn) {
-  const RoceQp& rq = *qp.roce;
-  uint32_t count = 0;
-  for (uint32_t i = qp.sq.tail; i != qp.sq_tx + 1 && i != qp.sq.head; ++i) {
-    const SendWqe& w = qp.sq.at(i);
-    if (!w.has_psn) break;
-    if (IsReadOrAtomic(w.opcode)) {
-      if (i != qp.sq_tx && PsnDiff(w.psn, psn) > 0) ++count;
-      continue;
-    }
-    const uint32_t packets = WqePackets(w, rq.mtu);
-    const uint32_t sent = i == qp.sq_tx ? std::min(rq.tx_packet, packets) : packets;
-    for (uint32_t k = 0; k < sent; ++k) {
-      const bool ack_req = k + 1 == packets || k % kAckReqEvery == kAckReqEvery - 1;
-      if (ack_req && PsnDiff(PsnAdd(w.psn, k), psn) > 0) ++count;
-    }
-  }
-  return count;
-}
-
 void RestartRetransmitTimer(Qp& qp) {
   qp.last_ack_ns = NowNs();
   qp.progress_seen = false;  // the shm wire's flag; unused here

@@ -76,7 +76,6 @@ void RnrNak(Engine& engine, Qp& qp, uint32_t psn) {
   // The burst's packets after it are dropped; the resent burst is a pass.
   qp.roce->nak_first_psn = PsnAdd(psn, 1);
   qp.roce->nak_last_psn = psn;
-  qp.roce->nak_went_back = true;  // no sequence NAKs for the rest of the burst
   GetCounters().rnr_naks_sent.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -355,21 +354,12 @@ void OnRequestPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       Counters& c = GetCounters();
       const bool next_pass =
           rq.nak_sent && psn == rq.nak_first_psn && PsnDiff(rq.nak_last_psn, psn) >= 2;
-      if (rq.nak_sent && PsnDiff(psn, rq.nak_last_psn) < 0) rq.nak_went_back = true;
-      // Until the requester shows that it went back, each AckReq packet of
-      // the pass gets the NAK again: a lost NAK then costs a few packets,
-      // not the retransmit timer (most of the timer's expiries at 5% loss).
-      const bool resend = rq.nak_sent && !rq.nak_went_back && in.h.bth.ack_req;
-      if (!rq.nak_sent || next_pass || resend) {
-        if (!rq.nak_sent) {
-          rq.nak_first_psn = psn;
-          rq.nak_went_back = false;
-        }
+      if (!rq.nak_sent || next_pass) {
+        if (!rq.nak_sent) rq.nak_first_psn = psn;
         rq.nak_sent = true;
         Nak(engine, qp, qp.epsn, sr::kNakPsnSequenceError);
         c.seq_naks_sent.fetch_add(1, std::memory_order_relaxed);
         if (next_pass) c.seq_naks_repeated.fetch_add(1, std::memory_order_relaxed);
-        if (resend && !next_pass) c.seq_naks_resent.fetch_add(1, std::memory_order_relaxed);
       } else {
         c.drop_psn_window.fetch_add(1, std::memory_order_relaxed);
       }
