@@ -36,6 +36,9 @@ source "$(dirname "$0")/../tests/netns/lib.sh"
 build=$(cd "$build_arg" && pwd)
 lib=$build/lib
 probe=$build/bin/softrdma_roce_probe
+# The kernel's side of the comparison (iperf3) is not a test dependency:
+# install it here when missing, as bench/run.sh does for its tools.
+bash "$(dirname "$0")/install_tools.sh" /dev/stderr iperf3 perftest
 for tool in iperf3 ib_write_bw ib_send_bw ib_send_lat /usr/bin/time python3; do
   command -v "$tool" >/dev/null 2>&1 || sr_skip "$tool is not installed"
 done

@@ -179,25 +179,10 @@ alive() { proc_alive "$1"; }
 
 # ---------------------------------------------------------------- setup
 install_deps() {
-  local pkgs=(perftest qperf ucx-utils python3-matplotlib ibverbs-utils valgrind taskset) missing=() p st
-  # taskset lives in util-linux; check the command rather than the package.
-  pkgs=("${pkgs[@]/taskset/util-linux}")
-  for p in "${pkgs[@]}"; do
-    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-    [[ "$st" == "install ok installed" ]] || missing+=("$p")
-  done
-  ((${#missing[@]})) || return 0
-  log "installing missing Debian packages: ${missing[*]}"
-  local as_root=()
-  if [[ "$(id -u)" -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || { log "not root and no sudo: install ${missing[*]} yourself"; return 0; }
-    as_root=(sudo)
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  "${as_root[@]}" apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >>"$OUT/run.log" 2>&1 ||
-    { "${as_root[@]}" apt-get update >>"$OUT/run.log" 2>&1 &&
-      "${as_root[@]}" apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >>"$OUT/run.log" 2>&1; } ||
-    log "apt-get failed (see run.log); the measurements needing ${missing[*]} will be errors"
+  # taskset lives in util-linux.
+  bash "$ROOT/bench/install_tools.sh" "$OUT/run.log" \
+    perftest qperf ucx-utils python3-matplotlib ibverbs-utils valgrind util-linux 2>&1 |
+    while IFS= read -r line; do log "${line#bench: }"; done
 }
 
 build_softrdma() {
