@@ -275,6 +275,9 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
   }
   // RDMA WRITE/READ/atomics (two-copy path) and error notices.
   if (req.type != wire::RecordType::kSend) return OnOneSidedRequest(engine, qp, req, view);
+  // Malformed (more payload claimed than the record holds): dropped, as a
+  // WRITE or a datagram would be, not a receive completed unwritten.
+  if (view.size() - sizeof req < req.payload_len) return false;
   const bool fragment = req.mode == wire::PayloadMode::kFragment;
   // UC (rc-transport.md §8): no ACKs, NAKs or RNR; what cannot be placed is
   // dropped. A message start is accepted whatever its PSN and resynchronises
@@ -381,7 +384,7 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
       break;
     }
     case wire::PayloadMode::kFragment:
-      if (req.frag_offset + req.payload_len > req.total_len) return false;  // malformed
+      if (uint64_t{req.frag_offset} + req.payload_len > req.total_len) return false;  // malformed
       ScatterFromRecord(view, sizeof req, local, nlocal, req.frag_offset, req.payload_len);
       qp.frag_received += req.payload_len;
       qp.frag_active = true;
