@@ -89,12 +89,8 @@ class World {
     // What the QPs send is lost: requests stay outstanding, answers vanish.
     port_->SetDropIf([](const std::vector<uint8_t>&, uint64_t) { return true; });
     engine_->SetPacketPortForTesting(std::move(port));
-    int n = 0;
-    ibv_device** list = GetDeviceList(&n);
-    if (!list || n == 0) Fail("no device");
-    ctx_ = OpenDevice(list[0]);
-    FreeDeviceList(list);
-    if (!ctx_) Fail("cannot open the device");
+    ctx_ = testing::OpenFirstDevice();
+    if (!ctx_) Fail("no device, or it does not open");
     const int gid_index = testing::LoopbackGid(ctx_);
     if (gid_index < 0) Fail("no loopback GID");
     gid_index_ = static_cast<uint8_t>(gid_index);

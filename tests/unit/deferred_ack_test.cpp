@@ -20,6 +20,7 @@
 #include "../verbs/process_pipes.h"
 #include "core/qp.h"
 #include "core/verbs.h"
+#include "engine_device_test.h"
 #include "engine_test_support.h"
 #include "host/registry.h"
 #include "transport/engine.h"
@@ -58,12 +59,9 @@ constexpr int kChildSendFailed = 12;
 // became of it. timeout 17 (~0.5 s), one retry: within the parent's test
 // window the ACK alone can complete the send, not a retransmission.
 [[noreturn]] void RequesterChild(int up, int down) {
-  int n = 0;
-  ibv_device** list = GetDeviceList(&n);
-  if (!list || n == 0) _exit(kChildSetupFailed);
-  ibv_context* ctx = OpenDevice(list[0]);
-  FreeDeviceList(list);
-  const int gid = ctx ? LoopbackGid(ctx) : -1;
+  ibv_context* ctx = testing::OpenFirstDevice();
+  if (!ctx) _exit(kChildSetupFailed);
+  const int gid = LoopbackGid(ctx);
   ibv_pd* pd = ctx ? AllocPd(ctx) : nullptr;
   static char buf[64];
   ibv_mr* mr =
@@ -166,28 +164,11 @@ struct HeldRecords {
   ~HeldRecords() { Release(); }
 };
 
-class DeferredAckTest : public ::testing::Test {
+class DeferredAckTest : public testing::EngineDeviceTest {
  protected:
-  static void SetUpTestSuite() {
-    // The config is read once per process: same namespace scheme as the
-    // other unit tests of this binary.
-    testing::UseOwnNamespace();
-  }
-  static void TearDownTestSuite() { testing::RemoveOwnRegistry(); }
-
   void SetUp() override {
-    int n = 0;
-    ibv_device** list = GetDeviceList(&n);
-    ASSERT_TRUE(list && n > 0);
-    ctx_ = OpenDevice(list[0]);
-    FreeDeviceList(list);
-    ASSERT_NE(ctx_, nullptr);
-    gid_ = LoopbackGid(ctx_);
-    ASSERT_GE(gid_, 0);
-    engine_ = Engine::Get(nullptr);
-    ASSERT_NE(engine_, nullptr);
-    pd_ = AllocPd(ctx_);
-    ASSERT_NE(pd_, nullptr);
+    EngineDeviceTest::SetUp();
+    if (HasFatalFailure()) return;
     buf_.assign(4096, 0);
     mr_ = RegMr(pd_, buf_.data(), buf_.size(), reinterpret_cast<uintptr_t>(buf_.data()),
                 IBV_ACCESS_LOCAL_WRITE);
@@ -203,27 +184,17 @@ class DeferredAckTest : public ::testing::Test {
     for (ibv_cq* cq : {a_scq_, a_rcq_, b_scq_, b_rcq_})
       if (cq) DestroyCq(cq);
     if (mr_) DeregMr(mr_);
-    if (pd_) DeallocPd(pd_);
-    if (ctx_) CloseDevice(ctx_);
+    EngineDeviceTest::TearDown();
   }
 
   // A (requester) and B (responder) connected to each other.
   void Connect(uint8_t rnr_retry, uint8_t min_rnr_timer, uint8_t timeout = 20,
                uint8_t retry_cnt = 7) {
-    a_ = MakeQp(a_scq_, a_rcq_);
-    b_ = MakeQp(b_scq_, b_rcq_);
+    a_ = MakeRcQp(a_scq_, a_rcq_);
+    b_ = MakeRcQp(b_scq_, b_rcq_);
     ASSERT_TRUE(a_ && b_);
     ASSERT_EQ(ToRts(a_, b_->qp_num, rnr_retry, min_rnr_timer, timeout, retry_cnt), 0);
     ASSERT_EQ(ToRts(b_, a_->qp_num, rnr_retry, min_rnr_timer, timeout, retry_cnt), 0);
-  }
-  ibv_qp* MakeQp(ibv_cq* scq, ibv_cq* rcq) {
-    ibv_qp_init_attr a{};
-    a.send_cq = scq;
-    a.recv_cq = rcq;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = a.cap.max_recv_wr = 16;
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    return CreateQp(pd_, &a);
   }
   // timeout 20 (~4 s) by default: no retransmission can stand in for an ACK.
   int ToRts(ibv_qp* qp, uint32_t dest, uint8_t rnr_retry, uint8_t min_rnr_timer, uint8_t timeout,
@@ -288,7 +259,7 @@ class DeferredAckTest : public ::testing::Test {
 #endif
     child->c = test::ForkChild([](int up, int down) { RequesterChild(up, down); });
     ASSERT_GT(child->c.pid, 0);
-    b_ = MakeQp(b_scq_, b_rcq_);
+    b_ = MakeRcQp(b_scq_, b_rcq_);
     ASSERT_NE(b_, nullptr);
     uint32_t child_qpn = 0;
     ASSERT_TRUE(test::ReadAll(child->c.from_child, &child_qpn, 4));
@@ -310,10 +281,6 @@ class DeferredAckTest : public ::testing::Test {
     ASSERT_EQ(Wait(b_rcq_).status, IBV_WC_SUCCESS);  // executed: B owes the ACK
   }
 
-  ibv_context* ctx_ = nullptr;
-  int gid_ = -1;
-  Engine* engine_ = nullptr;
-  ibv_pd* pd_ = nullptr;
   std::vector<uint8_t> buf_;
   ibv_mr* mr_ = nullptr;
   ibv_cq *a_scq_ = nullptr, *a_rcq_ = nullptr, *b_scq_ = nullptr, *b_rcq_ = nullptr;

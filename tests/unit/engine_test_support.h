@@ -26,8 +26,21 @@ inline int LoopbackGid(ibv_context* ctx) {
   return -1;
 }
 
-// What an RC QP of a unit test is given on its way to RTS.
+// The first device, opened (nullptr: there is none, or it does not open).
+inline ibv_context* OpenFirstDevice() {
+  int n = 0;
+  ibv_device** list = verbs::GetDeviceList(&n);
+  if (!list) return nullptr;
+  ibv_context* ctx = n > 0 ? verbs::OpenDevice(list[0]) : nullptr;
+  verbs::FreeDeviceList(list);
+  return ctx;
+}
+
+// What an RC (or UC) QP of a unit test is given on its way to RTS.
 struct RcConnectParams {
+  ibv_qp_type type = IBV_QPT_RC;  // UC: without the attributes only RC has
+  ibv_mtu mtu = IBV_MTU_1024;
+  uint32_t psn = 0;           // both rq_psn (RTR) and sq_psn (RTS)
   int access = 0;             // qp_access_flags at INIT
   uint8_t max_rd_atomic = 1;  // both max_dest_rd_atomic (RTR) and max_rd_atomic (RTS)
   uint8_t min_rnr_timer = 1;
@@ -37,20 +50,22 @@ struct RcConnectParams {
 };
 
 // INIT -> RTR -> RTS towards `dest` (a QP of this host) over the GID at
-// `gid`, MTU 1024, PSNs 0; returns ModifyQp's first failure, else 0.
+// `gid`; returns ModifyQp's first failure, else 0.
 inline int ConnectRcOverGid(ibv_context* ctx, int gid, ibv_qp* qp, uint32_t dest,
                             const RcConnectParams& p) {
+  const bool rc = p.type == IBV_QPT_RC;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = static_cast<unsigned>(p.access);
-  if (int rc = verbs::ModifyQp(
+  if (int err = verbs::ModifyQp(
           qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    return rc;
+    return err;
   a = {};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
+  a.path_mtu = p.mtu;
   a.dest_qp_num = dest;
+  a.rq_psn = p.psn;
   a.max_dest_rd_atomic = p.max_rd_atomic;
   a.min_rnr_timer = p.min_rnr_timer;
   a.ah_attr.port_num = 1;
@@ -58,20 +73,19 @@ inline int ConnectRcOverGid(ibv_context* ctx, int gid, ibv_qp* qp, uint32_t dest
   a.ah_attr.grh.hop_limit = 1;
   a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid);
   verbs::QueryGid(ctx, 1, gid, &a.ah_attr.grh.dgid);
-  if (int rc =
-          verbs::ModifyQp(qp, &a,
-                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return rc;
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+  if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (int err = verbs::ModifyQp(qp, &a, mask)) return err;
   a = {};
   a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = p.psn;
   a.timeout = p.timeout;
   a.retry_cnt = p.retry_cnt;
   a.rnr_retry = p.rnr_retry;
   a.max_rd_atomic = p.max_rd_atomic;
-  return verbs::ModifyQp(qp, &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+  if (rc) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  return verbs::ModifyQp(qp, &a, mask);
 }
 
 // A shared-memory namespace of this test process's own (ut<pid>), so that

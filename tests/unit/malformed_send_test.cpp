@@ -31,16 +31,9 @@ class MalformedSendTest : public testing::TwoCopyResponderTest {
   // A's SEND with `psn` whose header says `claimed` bytes (inline, or one
   // fragment of a message of that length) while the record holds `carried`.
   void WriteShortSend(uint32_t psn, wire::PayloadMode mode, uint32_t claimed, uint32_t carried) {
-    wire::RecordHeader h{};
-    h.type = wire::RecordType::kSend;
+    wire::RecordHeader h = RequestHeader(wire::RecordType::kSend, psn, claimed);
     h.mode = mode;
     h.flags = wire::kFlagLastFragment;
-    h.src_qpn = a_->qp_num;
-    h.dst_qpn = b_->qp_num;
-    h.psn = psn;
-    h.src_slot = engine_->me().slot;
-    h.src_gen = engine_->me().gen;
-    h.total_len = claimed;
     h.payload_len = claimed;
     std::vector<uint8_t> data(carried, 0x11);
     ASSERT_TRUE(engine_->Send(*link_, h, data.data(), carried));

@@ -78,11 +78,7 @@ class RoceGsi : public ::testing::Test {
       return false;
     });
     engine_->SetPacketPortForTesting(std::move(port));
-    int n = 0;
-    ibv_device** list = GetDeviceList(&n);
-    ASSERT_GT(n, 0);
-    ctx_ = OpenDevice(list[0]);
-    FreeDeviceList(list);
+    ctx_ = testing::OpenFirstDevice();
     ASSERT_NE(ctx_, nullptr);
     gid_ = LoopbackGid(ctx_);
     ASSERT_GE(gid_, 0);

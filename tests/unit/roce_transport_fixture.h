@@ -55,11 +55,7 @@ class RoceTransport : public ::testing::Test {
     auto port = std::make_unique<FakePacketPort>(PortFaults{}, WithFd());
     port_ = port.get();
     engine_->SetPacketPortForTesting(std::move(port));
-    int n = 0;
-    ibv_device** list = GetDeviceList(&n);
-    ASSERT_GT(n, 0);
-    ctx_ = OpenDevice(list[0]);
-    FreeDeviceList(list);
+    ctx_ = OpenFirstDevice();
     ASSERT_NE(ctx_, nullptr);
     gid_ = LoopbackGid(ctx_);
     ASSERT_GE(gid_, 0);
@@ -87,41 +83,20 @@ class RoceTransport : public ::testing::Test {
     qa.cap = {1024, 1024, 4, 4, 64};
     return CreateQp(pd_, &qa);
   }
+  // PSNs start at 0xFFFFF0: they wrap during the tests.
   int Connect(ibv_qp* qp, uint32_t dest, const QpOptions& o) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        (o.type == IBV_QPT_RC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
-    if (int rc =
-            ModifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = o.mtu;
-    a.dest_qp_num = dest;
-    a.rq_psn = 0xFFFFF0;  // PSNs wrap during the tests
-    a.max_dest_rd_atomic = o.rd_atomic;
-    a.min_rnr_timer = o.min_rnr_timer;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.hop_limit = 1;
-    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_);
-    QueryGid(ctx_, 1, gid_, &a.ah_attr.grh.dgid);
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if (o.type == IBV_QPT_RC) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    if (int rc = ModifyQp(qp, &a, mask)) return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 0xFFFFF0;
-    a.timeout = o.timeout;
-    a.retry_cnt = o.retry_cnt;
-    a.rnr_retry = o.rnr_retry;
-    a.max_rd_atomic = o.rd_atomic;
-    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if (o.type == IBV_QPT_RC)
-      mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    return ModifyQp(qp, &a, mask);
+    RcConnectParams p;
+    p.type = o.type;
+    p.mtu = o.mtu;
+    p.psn = 0xFFFFF0;
+    p.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+               (o.type == IBV_QPT_RC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+    p.max_rd_atomic = o.rd_atomic;
+    p.min_rnr_timer = o.min_rnr_timer;
+    p.timeout = o.timeout;
+    p.retry_cnt = o.retry_cnt;
+    p.rnr_retry = o.rnr_retry;
+    return ConnectRcOverGid(ctx_, gid_, qp, dest, p);
   }
   void MakePair(const QpOptions& o = {}) {
     a_ = MakeQp(cq_a_, o);

@@ -18,6 +18,7 @@
 
 #include "core/qp.h"
 #include "core/verbs.h"
+#include "engine_device_test.h"
 #include "engine_test_support.h"
 #include "transport/engine.h"
 #include "transport/messages.h"
@@ -39,32 +40,19 @@ struct Answer {
   std::vector<uint8_t> payload;
 };
 
-class TwoCopyResponderTest : public ::testing::Test {
+class TwoCopyResponderTest : public EngineDeviceTest {
  protected:
-  static void SetUpTestSuite() { testing::UseOwnNamespace(); }
-  static void TearDownTestSuite() { testing::RemoveOwnRegistry(); }
-
   void SetUp() override {
-    int n = 0;
-    ibv_device** list = GetDeviceList(&n);
-    ASSERT_TRUE(list && n > 0);
-    ctx_ = OpenDevice(list[0]);
-    FreeDeviceList(list);
-    ASSERT_NE(ctx_, nullptr);
-    gid_ = testing::LoopbackGid(ctx_);
-    ASSERT_GE(gid_, 0);
-    engine_ = Engine::Get(nullptr);
-    ASSERT_NE(engine_, nullptr);
-    pd_ = AllocPd(ctx_);
-    ASSERT_NE(pd_, nullptr);
+    EngineDeviceTest::SetUp();
+    if (HasFatalFailure()) return;
     memory_.assign(512, 0);
     mr_ = RegMr(pd_, memory_.data(), memory_.size() * 8,
                 reinterpret_cast<uintptr_t>(memory_.data()), kRemoteAll);
     ASSERT_NE(mr_, nullptr);
     cq_ = CreateCq(ctx_, 64, nullptr, nullptr, 0);
     ASSERT_NE(cq_, nullptr);
-    a_ = MakeQp();
-    b_ = MakeQp();
+    a_ = MakeRcQp(cq_, cq_);
+    b_ = MakeRcQp(cq_, cq_);
     ASSERT_TRUE(a_ && b_);
     ASSERT_EQ(ToRts(a_, b_->qp_num), 0);
     ASSERT_EQ(ToRts(b_, a_->qp_num), 0);
@@ -86,18 +74,9 @@ class TwoCopyResponderTest : public ::testing::Test {
       if (qp) DestroyQp(qp);
     if (cq_) DestroyCq(cq_);
     if (mr_) DeregMr(mr_);
-    if (pd_) DeallocPd(pd_);
-    if (ctx_) CloseDevice(ctx_);
+    EngineDeviceTest::TearDown();
   }
 
-  ibv_qp* MakeQp() {
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq_;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = a.cap.max_recv_wr = 16;
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    return CreateQp(pd_, &a);
-  }
   // RTS towards `dest`, every remote access allowed, two responder
   // resources, timeout 20 (~4 s): nothing is retransmitted behind our back.
   int ToRts(ibv_qp* qp, uint32_t dest) {
@@ -111,20 +90,25 @@ class TwoCopyResponderTest : public ::testing::Test {
   shm::Ring& Ring() { return const_cast<shm::Ring&>(engine_->inbound_ring()); }
   uint64_t Addr(size_t word) const { return reinterpret_cast<uintptr_t>(&memory_[word]); }
 
-  // Writes A's request with `psn` into the ring (our own: A and B live in
-  // this process); a SEND carries `len` zero bytes.
-  void WriteRequest(wire::RecordType type, uint32_t psn, uint64_t addr, uint32_t len,
-                    uint64_t compare_add = 0, uint64_t swap = 0, bool cmp_swap = false) {
+  // The header of A's request to B with `psn`, inline, of `len` bytes.
+  wire::RecordHeader RequestHeader(wire::RecordType type, uint32_t psn, uint32_t len) const {
     wire::RecordHeader h{};
     h.type = type;
     h.mode = wire::PayloadMode::kInline;
-    h.flags = cmp_swap ? wire::kFlagCmpSwap : 0;
     h.src_qpn = a_->qp_num;
     h.dst_qpn = b_->qp_num;
     h.psn = psn;
     h.src_slot = engine_->me().slot;
     h.src_gen = engine_->me().gen;
     h.total_len = len;
+    return h;
+  }
+  // Writes A's request with `psn` into the ring (our own: A and B live in
+  // this process); a SEND carries `len` zero bytes.
+  void WriteRequest(wire::RecordType type, uint32_t psn, uint64_t addr, uint32_t len,
+                    uint64_t compare_add = 0, uint64_t swap = 0, bool cmp_swap = false) {
+    wire::RecordHeader h = RequestHeader(type, psn, len);
+    h.flags = cmp_swap ? wire::kFlagCmpSwap : 0;
     if (type == wire::RecordType::kSend) {
       std::vector<uint8_t> data(len, 0);
       h.payload_len = len;
@@ -186,10 +170,6 @@ class TwoCopyResponderTest : public ::testing::Test {
     return responder_->epsn;
   }
 
-  ibv_context* ctx_ = nullptr;
-  int gid_ = -1;
-  Engine* engine_ = nullptr;
-  ibv_pd* pd_ = nullptr;
   std::vector<uint64_t> memory_;
   ibv_mr* mr_ = nullptr;
   ibv_cq* cq_ = nullptr;
