@@ -80,6 +80,22 @@ std::string UniquePrefix() {
   return "softrdma-test-" + std::to_string(getpid()) + "-roce-";
 }
 
+// The abstract name a port binds (the leading NUL is added here), to send
+// to as any process of any user could.
+struct AbstractAddress {
+  sockaddr_un address{};
+  socklen_t length = 0;
+  explicit AbstractAddress(const std::string& name) {
+    address.sun_family = AF_UNIX;
+    memcpy(address.sun_path + 1, name.data(), name.size());
+    length = socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  }
+  ssize_t SendFrom(int fd, const std::vector<uint8_t>& message) const {
+    return sendto(fd, message.data(), message.size(), 0,
+                  reinterpret_cast<const sockaddr*>(&address), length);
+  }
+};
+
 constexpr uint32_t kIdA = 1001, kIdB = 1002, kQpOfB = 0x20, kQpOfGone = 0x30;
 
 uint32_t OwnerOf(uint32_t qpn) {
@@ -156,16 +172,10 @@ TEST(ForwardingPort, AnotherUserCannotInject) {
   if (child == 0) {
     if (setresuid(65534, 65534, 65534) != 0) _exit(2);
     const int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    const std::string name = prefix + std::to_string(kIdB);
-    memcpy(address.sun_path + 1, name.data(), name.size());
     std::vector<uint8_t> message(40 + 40, 0);
     const uint32_t magic = 0x52465744;
     memcpy(message.data(), &magic, 4);
-    const ssize_t sent =
-        sendto(fd, message.data(), message.size(), 0, reinterpret_cast<sockaddr*>(&address),
-               socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size()));
+    const ssize_t sent = AbstractAddress(prefix + std::to_string(kIdB)).SendFrom(fd, message);
     _exit(sent == ssize_t(message.size()) ? 0 : 1);
   }
   int status = 0;
@@ -198,6 +208,18 @@ uint32_t NoOtherOwner(uint32_t) {
 void WaitReadable(const ForwardingPort& port) {
   pollfd p{port.ReadableFd(), POLLIN, 0};
   EXPECT_EQ(poll(&p, 1, 2000), 1);
+}
+
+// A record of a batch for a gateway: forwarding_port.cpp's ForwardHeader
+// (magic, source port, length, two addresses), then the datagram.
+std::vector<uint8_t> GatewayRecord(const std::vector<uint8_t>& packet) {
+  std::vector<uint8_t> record(40, 0);
+  const uint32_t magic = 0x32465752;
+  memcpy(record.data(), &magic, 4);
+  const uint16_t length = uint16_t(packet.size());
+  memcpy(record.data() + 6, &length, 2);
+  record.insert(record.end(), packet.begin(), packet.end());
+  return record;
 }
 
 TEST(RegistryGateway, ADatagramOfAnotherRangeReachesThatRangesGateway) {
@@ -316,21 +338,11 @@ TEST(RegistryGateway, AGatewayRefusesAnotherRangesDatagrams) {
   // B's gateway by hand, as a confused or hostile process could.
   const int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
   ASSERT_GE(fd, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string name = gateway_b.prefix + std::to_string(kSlotB);
-  memcpy(address.sun_path + 1, name.data(), name.size());
-  std::vector<uint8_t> message(40, 0);
-  const uint32_t magic = 0x32465752;  // a well-formed forward (forwarding_port.cpp)
-  memcpy(message.data(), &magic, 4);
-  const std::vector<uint8_t> packet = PacketTo((7u << 17) | 0x20, 4);
-  const uint16_t length = uint16_t(packet.size());
-  memcpy(message.data() + 6, &length, 2);
-  message.insert(message.end(), packet.begin(), packet.end());
-  ASSERT_EQ(sendto(fd, message.data(), message.size(), 0, reinterpret_cast<sockaddr*>(&address),
-                   socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
-            ssize_t(message.size()));
+  const std::vector<uint8_t> message = GatewayRecord(PacketTo((7u << 17) | 0x20, 4));
+  const ssize_t sent =
+      AbstractAddress(gateway_b.prefix + std::to_string(kSlotB)).SendFrom(fd, message);
   close(fd);
+  ASSERT_EQ(sent, ssize_t(message.size()));
   WaitReadable(*b.port);
   EXPECT_EQ(b.Poll(), 0);
   EXPECT_EQ(b.port->counters().gateway_refused, 1u);
@@ -350,23 +362,12 @@ TEST(RegistryGateway, MalformedBatchesAreRefusedOrDeliveredWithinTheirBytes) {
   ASSERT_TRUE(b.port->holds_gateway());
   const int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
   ASSERT_GE(fd, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string name = gateway_b.prefix + std::to_string(kSlotB);
-  memcpy(address.sun_path + 1, name.data(), name.size());
-  const socklen_t address_length = socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  // Three well-formed records (forwarding_port.cpp's ForwardHeader: magic,
-  // source port, length, two addresses).
+  const AbstractAddress gateway(gateway_b.prefix + std::to_string(kSlotB));
+  // Three well-formed records.
   std::vector<uint8_t> good;
   for (uint8_t fill : {0x21, 0x22, 0x23}) {
-    std::vector<uint8_t> header(40, 0);
-    const uint32_t magic = 0x32465752;
-    memcpy(header.data(), &magic, 4);
-    const std::vector<uint8_t> packet = PacketTo(kQpOfRangeB, fill);
-    const uint16_t length = uint16_t(packet.size());
-    memcpy(header.data() + 6, &length, 2);
-    good.insert(good.end(), header.begin(), header.end());
-    good.insert(good.end(), packet.begin(), packet.end());
+    const std::vector<uint8_t> record = GatewayRecord(PacketTo(kQpOfRangeB, fill));
+    good.insert(good.end(), record.begin(), record.end());
   }
   uint64_t state = 0x5eed;
   auto next = [&state] {  // splitmix64
@@ -400,9 +401,7 @@ TEST(RegistryGateway, MalformedBatchesAreRefusedOrDeliveredWithinTheirBytes) {
         break;
     }
     const auto before = b.port->counters();
-    ASSERT_EQ(sendto(fd, message.data(), message.size(), 0, reinterpret_cast<sockaddr*>(&address),
-                     address_length),
-              ssize_t(message.size()));
+    ASSERT_EQ(gateway.SendFrom(fd, message), ssize_t(message.size()));
     WaitReadable(*b.port);
     b.got.clear();
     b.Poll();
