@@ -13,6 +13,7 @@
 #include "core/srq.h"
 #include "core/verbs.h"
 #include "transport/engine.h"
+#include "transport/roce/roce_qp.h"
 #include "transport/transport.h"
 #include "util/log.h"
 
@@ -160,6 +161,9 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   // Before the QP stops: what reached it is executed and acknowledged, so
   // that the flush overtakes neither (Engine::SettleBeforeError).
   if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR) engine->SettleBeforeError();
+  // A reset forgets the RoCE connection: what reached it first is settled
+  // the same way (the shm wire's QP simply stops, as before).
+  if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) engine->SettleRoce();
   std::lock_guard<SpinLock> lock(qp.lock);
   // The kernel drops, before any check, the attributes of the side an XRC
   // QP has not got (uverbs' modify_qp_mask): perftest -c XRC passes RC's
@@ -190,6 +194,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
     for (Cq* cq : cqs)
       if (cq) cq->RemoveQpCompletions(ibqp->qp_num);
     qp.peer.reset();
+    if (qp.roce) transport::roce::SendOwedAck(*engine, qp);  // what it executed is not undone
     qp.roce.reset();
   }
   if (next == IBV_QPS_RTR && prev == IBV_QPS_INIT) {

@@ -80,6 +80,10 @@ constexpr uint32_t kRoceIdlePollStride = 16;
 constexpr uint64_t kRoceIdleLookNs = 20000;  // 20 us
 // Datagrams taken from the RoCE port per poll.
 constexpr int kRocePollBatch = 64;
+// Batches a settle (Engine::SettleRoce) takes at most: 4096 datagrams, a few
+// milliseconds; what a peer still sends after that meets a stopped QP, as
+// it would on a NIC.
+constexpr int kRoceSettleBatches = 64;
 // After a look at the RoCE port that found datagrams, the progress thread
 // waits this long in ppoll() on the port's fd before its usual sleep: a
 // stream's next burst then costs it one wake-up, not the ~5 context switches
@@ -247,8 +251,10 @@ void Engine::Shutdown() {
   // may get any datagram, e.g. a peer's last ACK); the port forwards them
   // to their owner as it reads them (ForwardingPort), and would otherwise
   // lose them with our socket at exit. Never opens a port only for this.
+  // The same settle executes and acknowledges what reached our QPs before the
+  // exit (SettleRoce), as a NIC would have on arrival.
   if (roce_port_ready_.load(std::memory_order_acquire) && roce_port_) {
-    PollRoce();
+    SettleRoce();
     transport::roce::LogCounters(roce_port_.get());
   }
   // ACKs still held back are owed to peers that may be waiting for them.
@@ -302,7 +308,6 @@ void Engine::UnregisterQp(Qp* qp) {
   // requester must not be told "no such QP" for messages that arrived in
   // time. From then on the QP executes nothing (RESET: requests are dropped
   // while what it owes is on its way, and its own sends are not retried).
-  for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
   if (qp->type == IBV_QPT_UD) {
     // A UD QP owes no requester anything, so a QP being destroyed takes no
     // more datagrams: the buffers of its receive WQEs may be gone already
@@ -312,6 +317,11 @@ void Engine::UnregisterQp(Qp* qp) {
     qp->state = IBV_QPS_RESET;
     qp->qpx.qp_base.state = IBV_QPS_RESET;
   }
+  // The same for what reached the RoCE port: executed and acknowledged
+  // before the QP stops (an RC requester whose last messages sit unread in
+  // our socket would otherwise retransmit them into nothing).
+  if (roce_active_.load(std::memory_order_acquire)) SettleRoce();
+  for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
   DrainArrived();
   {
     std::lock_guard<SpinLock> qlock(qp->lock);
@@ -374,6 +384,7 @@ void Engine::DrainArrived() {
 }
 
 void Engine::SettleBeforeError() {
+  if (roce_active_.load(std::memory_order_acquire)) SettleRoce();
   for (int spins = 0; !ring_->TryLockConsumer(); ++spins) Backoff(spins);
   DrainArrived();
   ring_->UnlockConsumer();
@@ -1262,6 +1273,16 @@ bool Engine::PollRoce(bool by_app) {
     roce_rx_lock_.unlock();
     return false;
   }
+  const int n = PollRoceBatch(port);
+  roce_rx_lock_.unlock();
+  if (n > 0)
+    roce_empty_polls_.store(0, std::memory_order_relaxed);
+  else if (empty < kRoceIdlePolls)
+    roce_empty_polls_.store(empty + 1, std::memory_order_relaxed);
+  return n > 0;
+}
+
+int Engine::PollRoceBatch(roce::PacketPort* port) {
   std::vector<Qp*> acks;
   const int n =
       port->Poll([&](const roce::InDatagram& d) { transport::roce::OnDatagram(*this, d, &acks); },
@@ -1271,12 +1292,24 @@ bool Engine::PollRoce(bool by_app) {
     std::lock_guard<SpinLock> lock(qp->lock);
     transport::roce::SendOwedAck(*this, *qp);
   }
-  roce_rx_lock_.unlock();
-  if (n > 0)
-    roce_empty_polls_.store(0, std::memory_order_relaxed);
-  else if (empty < kRoceIdlePolls)
-    roce_empty_polls_.store(empty + 1, std::memory_order_relaxed);
-  return n > 0;
+  return n;
+}
+
+void Engine::SettleRoce() {
+  if (!roce_port_ready_.load(std::memory_order_acquire)) return;
+  for (int batch = 0; batch < kRoceSettleBatches; ++batch) {
+    std::lock_guard<SpinLock> rx(roce_rx_lock_);
+    roce::PacketPort* port = roce_port_.get();
+    if (!port) return;
+    if (PollRoceBatch(port) > 0) continue;
+    // Nothing for us in this batch, but the port may have forwarded a batch
+    // for other processes (ForwardingPort counts only what it delivers
+    // here), our own ACKs among them on a one-address host: go on while
+    // anything is still readable.
+    const int fd = port->ReadableFd();
+    pollfd readable{fd, POLLIN, 0};
+    if (fd < 0 || poll(&readable, 1, 0) <= 0) return;
+  }
 }
 
 }  // namespace softrdma

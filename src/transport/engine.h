@@ -135,6 +135,16 @@ class Engine {
   // before the flush does (rdma_disconnect moves the QP to ERR just before
   // its DREQ, which would otherwise overtake the ACK).
   void SettleBeforeError();
+  // The RoCE wire's side of that, also before a QP is destroyed or reset and
+  // at exit: receives what the port holds now (waiting for another thread's
+  // poll to end rather than skipping it, and forwarding what is another
+  // process's), executes it and sends the ACKs it makes due. A NIC
+  // acknowledges a request as it arrives; here a request still in the socket
+  // when the application destroys its QP would find no QP, and its requester
+  // would retransmit into nothing and end in RETRY_EXC_ERR. Bounded
+  // (kRoceSettleBatches): a peer that keeps sending cannot hold it. Never
+  // opens a port. Without any QP lock held.
+  void SettleRoce();
   // A QP needs attention outside the inline path (ring full, RNR wait).
   void NeedService(Qp* qp);
   // Called when new sends are outstanding: makes sure the progress thread
@@ -194,6 +204,9 @@ class Engine {
 
  private:
   roce::PacketPort* OpenPacketPort();
+  // One batch from `port` (roce_rx_lock_ held): hands it to the QPs, then
+  // sends the ACKs it made due. Returns the datagrams delivered here.
+  int PollRoceBatch(roce::PacketPort* port);
   // Peer's answer for a process whose segment cannot be used: says why on
   // stderr, once per process (ReportToUser), and returns nullptr: its QPs
   // are unreachable (peers_mutex_ held).

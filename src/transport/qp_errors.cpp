@@ -31,7 +31,7 @@ void EnterError(Engine& engine, Qp& qp) {
   qp.peer_qp_gone = false;
   qp.frag_active = false;
   qp.frag_received = 0;
-  roce::OnError(qp);           // a message half received is abandoned
+  roce::OnError(engine, qp);   // a message half received is abandoned
   qp.xrc_fwd_pending = false;  // its outcome no longer matters
   qp.xrc_fwd_dropped = false;
 }

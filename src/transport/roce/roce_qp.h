@@ -99,8 +99,10 @@ bool WireForcedToRoce();
 bool Attach(Engine& engine, Qp& qp);
 // RESET: forgets the connection's state.
 void Detach(Qp& qp);
-// ERR: drops a message being received, its ACK owed.
-void OnError(Qp& qp);
+// ERR: drops a message being received; sends the ACK owed for what was
+// executed before (a NIC sent it on arrival: the requester of a message we
+// placed must not fail it).
+void OnError(Engine& engine, Qp& qp);
 
 // Requester: sends queued WQEs as packets until the SQ is empty, the window
 // (or max_rd_atomic) is full, a fence waits, or the port is full.

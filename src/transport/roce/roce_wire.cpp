@@ -129,10 +129,10 @@ void Detach(Qp& qp) {
   qp.roce.reset();
 }
 
-void OnError(Qp& qp) {
+void OnError(Engine& engine, Qp& qp) {
   if (!qp.roce) return;
   qp.roce->in_message = InMessage::kNone;
-  qp.roce->ack_due = false;
+  SendOwedAck(engine, qp);
   qp.roce->tx_packet = 0;
   qp.roce->rd_atomic_out = 0;
 }
