@@ -44,20 +44,41 @@ SR_SWITCH=""
 # wire uses (docs/design.md "The port's MTU", test netns.port_mtu).
 SR_MTU=${SR_MTU:-9000}
 
+# Every process in the network namespaces of our hosts: ours, started there
+# by this script, directly or not (a child of `timeout` outlives the SIGKILL
+# of `timeout`, which cannot pass it on).
+sr_host_pids() {
+  local h
+  for h in "${SR_HOSTS[@]}"; do
+    ip netns pids "$(sr_netns "$h")" 2>/dev/null || true
+  done
+}
+
 sr_cleanup() {
   local pid h
-  for pid in "${SR_PIDS[@]}"; do
+  for pid in "${SR_PIDS[@]}" $(sr_host_pids); do
     kill -9 "$pid" 2>/dev/null || true
   done
   for pid in "${SR_PIDS[@]}"; do
     wait "$pid" 2>/dev/null || true
+  done
+  # The others are not our children: wait for them to go (2 s at most),
+  # since one may hold a file open in $SR_DIR.
+  local left
+  for _ in $(seq 40); do
+    mapfile -t left < <(sr_host_pids)
+    [[ ${#left[@]} -gt 0 ]] || break
+    kill -9 "${left[@]}" 2>/dev/null || true
+    sleep 0.05
   done
   for h in "${SR_HOSTS[@]}"; do
     umount "$SR_DIR/$h.mnt" 2>/dev/null || true
     ip netns del "${SR_ID}$h" 2>/dev/null || true
   done
   [[ -z $SR_SWITCH ]] || ip netns del "$SR_SWITCH" 2>/dev/null || true
-  umount "$SR_DIR" 2>/dev/null || true
+  # Lazily if still busy (a process we could not end): the directory can
+  # then go, and the mount with the last user.
+  umount "$SR_DIR" 2>/dev/null || umount -l "$SR_DIR" 2>/dev/null || true
   rm -rf "$SR_DIR"
 }
 trap sr_cleanup EXIT
