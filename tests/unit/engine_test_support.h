@@ -11,6 +11,7 @@
 #include <infiniband/verbs.h>
 
 #include "core/verbs.h"
+#include "dead_test_segments.h"
 #include "host/registry.h"
 #include "wire/shm/shm_region.h"
 
@@ -92,6 +93,7 @@ inline int ConnectRcOverGid(ibv_context* ctx, int gid, ibv_qp* qp, uint32_t dest
 // the engine neither attaches to the user's default registry nor meets
 // another test's; set it before the engine's first use.
 inline void UseOwnNamespace() {
+  RemoveSegmentsOfDeadTestProcesses();  // killed test processes' leftovers
   setenv("SOFTRDMA_NAMESPACE", ("ut" + std::to_string(getpid())).c_str(), 1);
 }
 // Removes that namespace's registry, which the engine leaves for others.

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../unit/dead_test_segments.h"
+
 namespace {
 
 std::string g_namespace;
@@ -30,6 +32,7 @@ void RemoveNamespaceObjects() {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+  softrdma::testing::RemoveSegmentsOfDeadTestProcesses();  // of killed runs
   if (!getenv("SOFTRDMA_NAMESPACE")) {
     g_namespace = "vt" + std::to_string(getpid());
     setenv("SOFTRDMA_NAMESPACE", g_namespace.c_str(), 1);
