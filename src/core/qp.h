@@ -66,10 +66,9 @@ struct SendWqe {
   uint32_t key;           // BIND_MW: the new rkey; LOCAL_INV/SEND_WITH_INV: the key to invalidate
 };
 
-// A READ/atomic response (or a NAK behind one) the responder still has to
-// send on the two-copy path; kept in order until the requester's ring has room.
-// An answer of the shm wire's responder waiting for room in its requester's
-// ring (transport/responder.cpp: answers leave in request order).
+// An answer of the shm wire's responder (a two-copy READ/atomic response, or
+// an ACK/NAK behind one) waiting for room in its requester's ring, kept in
+// request order (transport/responder.cpp, SendNak).
 struct PendingResponse {
   enum Kind : uint8_t {
     kRead = 1,       // a READ response, read from the MR as it goes out

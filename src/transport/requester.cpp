@@ -468,8 +468,8 @@ namespace {
 
 bool ServiceShm(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   bool did = false;
-  // Two-copy READ/atomic responses waiting for ring space go first (before
-  // any ACK that would overtake them).
+  // Answers waiting for ring space (READ/atomic responses, ACKs/NAKs
+  // behind them) go first: the ACK owed must not overtake them.
   if (!qp.responses.empty()) {
     if (FlushResponses(engine, qp))
       did = true;

@@ -249,7 +249,7 @@ bool SendAck(Engine& engine, Qp& qp) {
 // The requester's completion still means that the responder executed the
 // message: the ACK is produced only after that, it is merely carried later.
 bool PiggybackAck(const Qp& qp, wire::RecordHeader* h) {
-  // READ/atomic responses queued on the two-copy path go first (SendAck).
+  // Answers still queued go first (SendAck).
   if (!qp.ack_pending || !qp.responses.empty() || !qp.peer) return false;
   h->flags |= wire::kFlagAck;
   h->ack_psn = PsnAdd(qp.epsn, 0xffffff);  // epsn - 1, as SendAck
