@@ -48,13 +48,18 @@ TEST(DeadTestSegments, ThoseOfAKilledTestProcessGoWhenTheNextStarts) {
       "softrdma-ut" + std::to_string(getpid()) + "-" + uid + "-proc-77-77",  // alive: ours
       "softrdma-" + std::to_string(dead) + "-" + uid + "-registry",  // not a test's namespace
   };
+  struct RemoveAtEnd {  // whatever the outcome
+    std::vector<std::string> names;
+    ~RemoveAtEnd() {
+      for (const std::string& name : names) unlink(("/dev/shm/" + name).c_str());
+    }
+  } remove_at_end{removed};
+  remove_at_end.names.insert(remove_at_end.names.end(), kept.begin(), kept.end());
   for (const std::string& name : removed) ASSERT_NO_FATAL_FAILURE(Create(name));
   for (const std::string& name : kept) ASSERT_NO_FATAL_FAILURE(Create(name));
   testing::UseOwnNamespace();
   for (const std::string& name : removed) EXPECT_FALSE(Exists(name)) << name << " was left";
   for (const std::string& name : kept) EXPECT_TRUE(Exists(name)) << name << " was removed";
-  for (const std::string& name : removed) unlink(("/dev/shm/" + name).c_str());
-  for (const std::string& name : kept) unlink(("/dev/shm/" + name).c_str());
 }
 
 }  // namespace
