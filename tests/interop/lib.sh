@@ -48,7 +48,22 @@ sr_skip() {
 # SOFTRDMA_WIRE=roce; each process prints its RoCE counters at exit, which
 # sr_expect_roce_traffic checks); "inherit" keeps SOFTRDMA_CMA,
 # SOFTRDMA_MAP_MR and SOFTRDMA_WIRE from the environment.
+# Removes what runs killed before their cleanup left in /dev/shm (ctest's
+# timeout kills with SIGKILL, which no trap sees): this user's objects of
+# namespaces t<pid>-* whose script no longer runs. ~15 MB of tmpfs each.
+sr_remove_dead_runs() {
+  local f pid
+  for f in /dev/shm/softrdma-t[0-9]*; do
+    [[ -O $f ]] || continue
+    pid=${f#/dev/shm/softrdma-t}
+    pid=${pid%%-*}
+    [[ $pid =~ ^[0-9]+$ ]] || continue
+    kill -0 "$pid" 2>/dev/null || rm -f -- "$f"
+  done
+}
+
 sr_init() {
+  sr_remove_dead_runs
   SR_NAME=$1
   shift
   SR_VARIANT=${1:-}

@@ -4,7 +4,16 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# Nor of a run killed before its cleanup (ctest's timeout: SIGKILL): the next
+# run removes it. A namespace of a script that has exited, of this user.
+dead_pid=$(bash -c 'echo $$')
+killed_run=/dev/shm/softrdma-t$dead_pid-killed_run-$(id -u)-registry
+: >"$killed_run"
 sr_init no_leftover_shm "$@"
+if [[ -e $killed_run ]]; then
+  rm -f -- "$killed_run"
+  sr_fail "a killed run's $killed_run was left"
+fi
 sr_need_tool ibv_rc_pingpong ibverbs-utils
 sr_gid_index
 
