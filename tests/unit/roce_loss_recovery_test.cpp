@@ -5,11 +5,15 @@
 // the retry budget counts the tries at one PSN, not the NAKs of a transfer.
 // The timeouts are long (1 s and more) where the timer must not be the one
 // that recovers, and counted (Counters::timeouts) rather than only timed.
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -60,7 +64,7 @@ class RoceLossRecovery : public RoceTransport {
  protected:
   // One 64 KiB WRITE (64 packets at MTU 1024) and a SEND after it, with the
   // given drops; returns the WRITE's and SEND's completions.
-  std::vector<ibv_wc> WriteThenSend(DropByPsn drops, int wait_ms) {
+  std::vector<ibv_wc> WriteThenSend(testing::FakePacketPort::DropIf drops, int wait_ms) {
     port_->SetDropIf(std::move(drops));
     src_.assign(65536, 0);
     dst_.assign(65536, 0);
@@ -128,6 +132,90 @@ TEST_F(RoceLossRecovery, LostRetransmissionIsNakedAgain) {
   ExpectDelivered(s);
   EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not the NAK";
   EXPECT_GE(c.seq_naks_repeated - repeated, 2u);
+  EXPECT_LT(elapsed_ms, 500u);
+}
+
+// The sequence NAK for a lost packet is lost as well: the responder NAKs the
+// gap again at the pass's next AckReq packet, so the timer does not recover
+// it (before: one timeout, 1.07 s here), and the requester ignores the
+// NAKs that repeat what it already acted on (seq_naks_stale).
+TEST_F(RoceLossRecovery, LostNakIsSentAgainAtTheNextAckReq) {
+  MakePair(SlowTimer());
+  tr::Counters& c = tr::GetCounters();
+  const uint64_t timeouts = c.timeouts, repeated = c.seq_naks_repeated;
+  struct State {
+    DropByPsn requests{{Psn(10), {1}}};
+    bool nak_dropped = false;
+  };
+  auto state = std::make_shared<State>();
+  const uint64_t start = NowNs();
+  auto s = WriteThenSend(
+      [state](const std::vector<uint8_t>& packet, uint64_t index) {
+        // AETH syndrome 0x60: a sequence NAK.
+        if (packet.size() > 12 && packet[0] == kAckOpcode && (packet[12] & 0xE0) == 0x60 &&
+            !state->nak_dropped) {
+          state->nak_dropped = true;
+          return true;
+        }
+        return state->requests(packet, index);
+      },
+      5000);
+  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
+  ExpectDelivered(s);
+  EXPECT_TRUE(state->nak_dropped);
+  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not a NAK";
+  EXPECT_GE(c.seq_naks_repeated - repeated, 1u);
+  EXPECT_LT(elapsed_ms, 500u);
+}
+
+// The mechanism that made af575a6's NAK resend fail netns.rc_transfer.nft_drop5
+// (docs/design.md "Repeated sequence NAKs"): PSN 4 of six one-packet SENDs
+// is lost, then lost again in the short pass that went back for it, and ten
+// more SENDs are posted while the gap is open. The responder NAKs PSN 4 at
+// each of their AckReq packets, all of them sent before the requester could
+// go back once more; acting on each spent the whole retry budget in one
+// burst of NAKs (RETRY_EXC_ERR with the peer alive). Each pass is now gone
+// back for once: every SEND completes, without the timer (1.07 s here).
+TEST_F(RoceLossRecovery, NaksOfOnePassGoBackOnceAndSpendOneRetry) {
+  QpOptions o = SlowTimer();
+  o.retry_cnt = 3;
+  MakePair(o);
+  tr::Counters& c = tr::GetCounters();
+  const uint64_t timeouts = c.timeouts, stale = c.seq_naks_stale, retransmits = c.retransmits;
+  struct Drops {
+    DropByPsn by_psn{{Psn(4), {1, 2}}};
+    std::atomic<int> count{0};
+  };
+  auto drops = std::make_shared<Drops>();
+  port_->SetDropIf([drops](const std::vector<uint8_t>& packet, uint64_t index) {
+    if (!drops->by_psn(packet, index)) return false;
+    ++drops->count;
+    return true;
+  });
+  constexpr int kFirst = 6, kLater = 10;
+  std::vector<uint8_t> note(64, 0x33), inbox(64 * (kFirst + kLater), 0);
+  ibv_mr* nmr = Register(note);
+  ibv_mr* imr = Register(inbox);
+  for (int i = 0; i < kFirst + kLater; ++i) PostRecv(b_, imr, inbox.data() + 64 * i, 64, 100 + i);
+  const uint64_t start = NowNs();
+  for (int i = 0; i < kFirst; ++i) ASSERT_EQ(Post(a_, IBV_WR_SEND, nmr, note.data(), 64, i), 0);
+  // Both passes over PSN 4 done: the responder has NAKed it twice.
+  for (int waited = 0; waited < 2000 && drops->count < 2; ++waited) usleep(1000);
+  ASSERT_EQ(drops->count, 2);
+  usleep(20000);
+  for (int i = kFirst; i < kFirst + kLater; ++i)
+    ASSERT_EQ(Post(a_, IBV_WR_SEND, nmr, note.data(), 64, i), 0);
+  auto s = Wait(cq_a_, kFirst + kLater, 5000);
+  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
+  ASSERT_EQ(s.size(), size_t{kFirst + kLater});
+  for (size_t i = 0; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << i;
+    EXPECT_EQ(s[i].wr_id, i);
+  }
+  EXPECT_EQ(Wait(cq_b_, kFirst + kLater).size(), size_t{kFirst + kLater});
+  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not a NAK";
+  EXPECT_LE(c.retransmits - retransmits, 3u) << "went back more than once per pass";
+  EXPECT_GE(c.seq_naks_stale - stale, uint64_t{kLater - 1});
   EXPECT_LT(elapsed_ms, 500u);
 }
 

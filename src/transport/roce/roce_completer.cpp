@@ -121,6 +121,55 @@ bool PlaceResponse(Engine& engine, Qp& qp, const SendWqe& w, uint64_t offset,
   return true;
 }
 
+// A sequence NAK: go back to `psn`, once per pass. The responder NAKs a gap
+// at the first packet past it and again at each AckReq packet past it
+// (roce_responder.cpp), so the packets of one pass may bring several NAKs
+// for the same PSN, all sent before that pass's go-back could reach the
+// responder. Acting on each spent a retry per NAK: 8 NAKs in one receive
+// batch ended a healthy QP in RETRY_EXC_ERR within 0.3 ms (docs/design.md
+// "Repeated sequence NAKs"). So after going back, as many NAKs for that PSN
+// as the pass can still bring are ignored: one for each of its AckReq
+// packets past the PSN, less the one acted on unless it may have been the
+// gap's first NAK (sent at any packet). A lost NAK leaves the count high: a
+// later pass's NAK is then ignored, and the next one (or the timer) acts.
+void OnSequenceNak(Engine& engine, Qp& qp, uint32_t psn) {
+  RoceQp& rq = *qp.roce;
+  Counters& c = GetCounters();
+  c.seq_naks_received.fetch_add(1, std::memory_order_relaxed);
+  SOFTRDMA_LOG(kDebug, "QP %u: sequence NAK for PSN %u (oldest unacknowledged %u, next %u)",
+               qp.qpx.qp_base.qp_num, psn, rq.comp_psn, qp.next_psn);
+  const int32_t ahead = PsnDiff(psn, rq.comp_psn);
+  const bool repeat = ahead == 0 && rq.stale_naks_left > 0 && psn == rq.stale_nak_psn;
+  // Behind what is acknowledged: a NAK the network delayed past a later answer.
+  if (ahead < 0 || repeat) {
+    if (repeat) --rq.stale_naks_left;
+    c.seq_naks_stale.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // Counted before anything is retired or rewound: the pass being cut short.
+  const bool acted_on_before = rq.last_nak_valid && rq.last_nak_psn == psn;
+  uint32_t owed = AckReqPacketsSentAfter(qp, psn);
+  if (acted_on_before && owed > 0) --owed;
+  auto go_back = [&]() {
+    rq.stale_nak_psn = psn;
+    rq.stale_naks_left = owed;
+    rq.last_nak_psn = psn;
+    rq.last_nak_valid = true;
+    Retry(engine, qp);
+  };
+  if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak) return go_back();
+  // The rest of a burst whose head got an RNR NAK: rewound already.
+  if (qp.rnr_wait_until_ns && psn == rq.comp_psn) return;
+  AdvanceComp(rq, psn);
+  // A NAK beyond the oldest unacknowledged PSN acknowledges what came
+  // before it: progress, so the retry budget starts over and counts only
+  // the tries at the same PSN (a long transfer at 10% loss meets more NAKs
+  // between two ACKs than retry_cnt).
+  if (ahead > 0) Progress(qp);
+  RestartRetransmitTimer(qp);
+  go_back();
+}
+
 void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
   RoceQp& rq = *qp.roce;
   const uint32_t psn = in.h.bth.psn;
@@ -147,29 +196,15 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       }
       AdvanceComp(rq, psn);
       Rewind(qp);
+      // After the wait the responder may NAK the gap's first packet anew.
+      rq.stale_naks_left = 0;
+      rq.last_nak_valid = false;
       qp.rnr_wait_until_ns = NowNs() + RnrTimerNs(sr::AethValueOf(syndrome));
       engine.NeedService(&qp);
       return;
     }
     case sr::AethType::kNak:
-      if (syndrome == sr::kNakPsnSequenceError) {
-        GetCounters().seq_naks_received.fetch_add(1, std::memory_order_relaxed);
-        // A NAK beyond the oldest unacknowledged PSN acknowledges what came
-        // before it: progress, so the retry budget starts over and counts
-        // only the tries at the same PSN (a long transfer at 10% loss meets
-        // more NAKs between two ACKs than retry_cnt).
-        const bool forward = PsnDiff(psn, rq.comp_psn) > 0;
-        SOFTRDMA_LOG(kDebug, "QP %u: sequence NAK for PSN %u (oldest unacknowledged %u, next %u)",
-                     qp.qpx.qp_base.qp_num, psn, rq.comp_psn, qp.next_psn);
-        if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
-          return Retry(engine, qp);
-        // The rest of a burst whose head got an RNR NAK: rewound already.
-        if (qp.rnr_wait_until_ns && psn == rq.comp_psn) return;
-        AdvanceComp(rq, psn);
-        if (forward) Progress(qp);
-        RestartRetransmitTimer(qp);
-        return Retry(engine, qp);
-      }
+      if (syndrome == sr::kNakPsnSequenceError) return OnSequenceNak(engine, qp, psn);
       if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
         return Retry(engine, qp);
       if (!HeadHolding(qp, psn)) return;  // stale

@@ -41,16 +41,26 @@ struct RoceQp {
   uint32_t comp_psn = 0;   // oldest PSN not yet acknowledged
   uint32_t rd_atomic_out = 0;
   bool read_gap_retried = false;  // READ responses went missing: retried once per gap
+  // Repeated sequence NAKs (docs/design.md "Repeated sequence NAKs"): the
+  // responder NAKs a missing PSN at the first packet past it and again at
+  // every AckReq packet past it, so one go-back-N pass may bring several
+  // NAKs for the same PSN; only the first is acted on. stale_naks_left: the
+  // NAKs for stale_nak_psn still owed by the packets sent before the last
+  // go-back (its AckReq packets past that PSN; ignored as they come).
+  // last_nak_psn: the PSN of the last sequence NAK acted on (the responder's
+  // first NAK for a gap, at a packet without AckReq maybe, came already).
+  uint32_t stale_nak_psn = 0;
+  uint32_t stale_naks_left = 0;
+  uint32_t last_nak_psn = 0;
+  bool last_nak_valid = false;
 
   // --- responder
   uint32_t msn = 0;
   bool nak_sent = false;  // a sequence (or RNR) NAK was sent for epsn, not yet answered
-  // Since that NAK: the PSN that revealed the gap (epsn + 1 after a single
-  // loss) and the last PSN seen ahead of epsn. That first one again, 2 or
-  // more behind the last, is the requester's next go-back-N pass (not a
-  // packet the network repeated or swapped with its neighbour): epsn is
-  // missing from it too, and is NAKed again.
-  uint32_t nak_first_psn = 0;
+  // After an RNR NAK the rest of that burst is dropped without sequence
+  // NAKs (the requester goes back after its RNR wait) until a packet at or
+  // behind the last one seen (nak_last_psn) shows the burst is over.
+  bool rnr_quiet = false;
   uint32_t nak_last_psn = 0;
   bool ack_due = false;  // a coalesced ACK for epsn - 1
   bool uc_dropping = false;
@@ -80,7 +90,8 @@ struct Counters {
   std::atomic<uint64_t> seq_naks_received{0};
   std::atomic<uint64_t> duplicates{0};  // duplicate requests answered
   std::atomic<uint64_t> seq_naks_sent{0};
-  std::atomic<uint64_t> seq_naks_repeated{0};  // of those: a go-back-N pass that missed epsn again
+  std::atomic<uint64_t> seq_naks_repeated{0};  // of those: again for the same PSN (AckReq packets)
+  std::atomic<uint64_t> seq_naks_stale{0};     // received and ignored (see stale_naks_left)
   std::atomic<uint64_t> rnr_naks_sent{0};
   std::atomic<uint64_t> send_refused{0};  // the port took fewer datagrams than offered
   std::atomic<uint64_t> send_errors{0};   // datagrams the network refused for good: lost

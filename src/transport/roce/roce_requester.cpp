@@ -128,6 +128,34 @@ void Rewind(Qp& qp) {
   GetCounters().retransmits.fetch_add(1, std::memory_order_relaxed);
 }
 
+uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn) {
+  const RoceQp& rq = *qp.roce;
+  uint32_t count = 0;
+  for (uint32_t i = qp.sq.tail; i != qp.sq.head && static_cast<int32_t>(i - qp.sq_tx) <= 0; ++i) {
+    const SendWqe& w = qp.sq.at(i);
+    if (!w.has_psn) break;
+    if (IsReadOrAtomic(w.opcode)) {
+      // One request packet, with AckReq; sent once sq_tx is past it.
+      const uint32_t request_psn =
+          w.opcode == IBV_WR_RDMA_READ ? PsnAdd(w.psn, w.rx_offset / rq.mtu) : w.psn;
+      if (i != qp.sq_tx && PsnDiff(request_psn, psn) > 0) ++count;
+      continue;
+    }
+    // Packets k in [first, sent) of this WQE are past `psn`; AckReq is on
+    // every kAckReqEvery-th and on the last (AddWqePacket). Counted, not
+    // walked: a WQE may have a million packets.
+    const uint32_t packets = WqePackets(w, rq.mtu);
+    const uint32_t sent = i == qp.sq_tx ? std::min(rq.tx_packet, packets) : packets;
+    const int32_t behind = PsnDiff(psn, w.psn);  // packets of w at or before `psn`, less one
+    const uint32_t first = behind < 0 ? 0 : static_cast<uint32_t>(behind) + 1;
+    if (first >= sent) continue;
+    count += sent / kAckReqEvery - first / kAckReqEvery;
+    const uint32_t last = packets - 1;
+    if (last >= first && last < sent && last % kAckReqEvery != kAckReqEvery - 1) ++count;
+  }
+  return count;
+}
+
 void RestartRetransmitTimer(Qp& qp) {
   qp.last_ack_ns = NowNs();
   qp.progress_seen = false;  // the shm wire's flag; unused here
@@ -269,6 +297,10 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
                " us late), go back to PSN %u (%d retries left)",
                qp.qpx.qp_base.qp_num, (now - due) / 1000, qp.roce->comp_psn, qp.retries_left);
   Rewind(qp);
+  // NAKs still in flight after a whole timeout are lost: none is counted
+  // as owed, and the responder may NAK the gap's first packet anew.
+  qp.roce->stale_naks_left = 0;
+  qp.roce->last_nak_valid = false;
   Transmit(engine, qp);
   // The next try is due one timeout after this one was due, not after this
   // check ran: a NIC's timer is not late, and lateness added up over

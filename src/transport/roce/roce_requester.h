@@ -24,5 +24,8 @@ void Rewind(Qp& qp);
 // not when the timer next looks, so that the timer is never late by the
 // period of its checks (docs/design.md "RoCEv2 transport", Survivors).
 void RestartRetransmitTimer(Qp& qp);
+// Packets with AckReq set that were sent with a PSN after `psn` (before a
+// go-back-N restart: what the responder may still answer).
+uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn);
 
 }  // namespace softrdma::transport::roce

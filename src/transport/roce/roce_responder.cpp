@@ -2,7 +2,8 @@
 // order against receive WQEs (recv_source.h) and registered memory
 // (MrTable), answers duplicates without executing them twice (a READ is read
 // again from the MR, an atomic's saved result is sent again), NAKs a PSN gap
-// once, and leaves one coalesced ACK per burst to the receive loop. UC: no
+// at the first packet past it and at each AckReq packet past it until it is
+// filled, and leaves one coalesced ACK per burst to the receive loop. UC: no
 // answers; a gap drops the rest of that message.
 #include <algorithm>
 #include <cstring>
@@ -73,8 +74,9 @@ void CompleteRecv(Qp& qp, const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode 
 void RnrNak(Engine& engine, Qp& qp, uint32_t psn) {
   Nak(engine, qp, psn, sr::RnrNakSyndrome(static_cast<uint8_t>(qp.attr.min_rnr_timer)));
   qp.roce->nak_sent = true;
-  // The burst's packets after it are dropped; the resent burst is a pass.
-  qp.roce->nak_first_psn = PsnAdd(psn, 1);
+  // The burst's packets after it are dropped quietly: the requester goes
+  // back to `psn` after its RNR wait.
+  qp.roce->rnr_quiet = true;
   qp.roce->nak_last_psn = psn;
   GetCounters().rnr_naks_sent.fetch_add(1, std::memory_order_relaxed);
 }
@@ -343,30 +345,31 @@ void OnRequestPacket(Engine& engine, Qp& qp, const PacketIn& in) {
     const int32_t d = PsnDiff(psn, qp.epsn);
     if (d < 0) return OnDuplicate(engine, qp, in);
     if (d > 0) {
-      // A gap: one sequence NAK, then silence while the rest of that pass
-      // arrives. The requester's next pass, seen coming back to the gap
-      // with epsn still missing, gets the NAK again (once per pass), so a
-      // lost retransmission costs a round trip, not the retransmit timer.
-      // The next pass is the packet that revealed the gap arriving again:
-      // any packet at or below it would also take a delayed packet of an
-      // earlier pass for one (1 GiB with 5% delayed 2 ms, duplicated and
-      // reordered: a million duplicates answered, then RETRY_EXC_ERR).
+      // A gap: a sequence NAK at the first packet past it, and again at
+      // each AckReq packet past it until it is filled, so that neither a
+      // lost NAK nor a lost retransmission waits for the retransmit timer.
+      // Only AckReq packets repeat it: the requester counts those it sent
+      // and ignores as many repeats after going back (roce_completer.cpp;
+      // docs/design.md "Repeated sequence NAKs").
       Counters& c = GetCounters();
-      const bool next_pass =
-          rq.nak_sent && psn == rq.nak_first_psn && PsnDiff(rq.nak_last_psn, psn) >= 2;
-      if (!rq.nak_sent || next_pass) {
-        if (!rq.nak_sent) rq.nak_first_psn = psn;
+      if (rq.rnr_quiet && PsnDiff(psn, rq.nak_last_psn) <= 0) {
+        rq.rnr_quiet = false;  // the requester went back after its RNR wait
+        rq.nak_sent = false;
+      }
+      rq.nak_last_psn = psn;
+      const bool first = !rq.nak_sent;
+      if (!rq.rnr_quiet && (first || in.h.bth.ack_req)) {
         rq.nak_sent = true;
         Nak(engine, qp, qp.epsn, sr::kNakPsnSequenceError);
         c.seq_naks_sent.fetch_add(1, std::memory_order_relaxed);
-        if (next_pass) c.seq_naks_repeated.fetch_add(1, std::memory_order_relaxed);
+        if (!first) c.seq_naks_repeated.fetch_add(1, std::memory_order_relaxed);
       } else {
         c.drop_psn_window.fetch_add(1, std::memory_order_relaxed);
       }
-      rq.nak_last_psn = psn;
       return;
     }
     rq.nak_sent = false;
+    rq.rnr_quiet = false;
   }
   if (qp.state == IBV_QPS_RTR && !qp.comm_established) {
     qp.comm_established = true;

@@ -35,6 +35,7 @@ std::string FormatCounters() {
       {"seq_naks_sent", &c.seq_naks_sent},
       {"seq_naks_repeated", &c.seq_naks_repeated},
       {"seq_naks_received", &c.seq_naks_received},
+      {"seq_naks_stale", &c.seq_naks_stale},
       {"rnr_naks_sent", &c.rnr_naks_sent},
       {"duplicates", &c.duplicates},
       {"drop_psn_window", &c.drop_psn_window},
