@@ -1,7 +1,7 @@
 // Loss recovery of the RoCE transport over the fake port: what each kind of
 // loss costs. A request lost in the middle of a stream costs one round trip
 // (the responder's sequence NAK, go-back-N from the NAKed PSN), also when its
-// retransmission is lost again; a lost last packet one retransmit timeout;
+// retransmission is lost again; a lost last packet one tail-loss probe;
 // the retry budget counts the tries at one PSN, not the NAKs of a transfer.
 // The timeouts are long (1 s and more) where the timer must not be the one
 // that recovers, and counted (Counters::timeouts) rather than only timed.
@@ -219,22 +219,58 @@ TEST_F(RoceLossRecovery, NaksOfOnePassGoBackOnceAndSpendOneRetry) {
   EXPECT_LT(elapsed_ms, 500u);
 }
 
-// The last packet lost: nothing follows it to show the gap, so the timer
-// recovers, once.
-TEST_F(RoceLossRecovery, LostLastPacketCostsOneTimeout) {
+// The last packet lost: nothing follows it to show the gap. The tail-loss
+// probe (the last packet again, with AckReq, an eighth of `timeout` after
+// the last progress: 8.4 ms here) recovers it; before, the timer did, once
+// (67 ms).
+TEST_F(RoceLossRecovery, LostLastPacketCostsOneProbeNotATimeout) {
   QpOptions o;
   o.timeout = 14;  // 67 ms, ibv_rc_pingpong's
   MakePair(o);
   tr::Counters& c = tr::GetCounters();
-  const uint64_t timeouts = c.timeouts;
+  const uint64_t timeouts = c.timeouts, probes = c.tail_probes;
   const uint64_t start = NowNs();
   // PSN 64 is the SEND's only packet.
   auto s = WriteThenSend(DropByPsn{{Psn(64), {1}}}, 5000);
   const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
   ExpectDelivered(s);
-  EXPECT_EQ(c.timeouts - timeouts, 1u);
-  EXPECT_GE(elapsed_ms, 60u);
-  EXPECT_LT(elapsed_ms, 1000u);
+  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not the probe";
+  EXPECT_GE(c.tail_probes - probes, 1u);
+  EXPECT_GE(elapsed_ms, 8u);
+  EXPECT_LT(elapsed_ms, 60u);
+}
+
+// A gap whose every NAK is lost (the first and its repeats at the pass's
+// AckReq packets): the probe brings one more, so the timer does not recover
+// it (before the probe: one timeout, 1.07 s here).
+TEST_F(RoceLossRecovery, AllNaksOfAPassLostCostOneProbe) {
+  MakePair(SlowTimer());
+  tr::Counters& c = tr::GetCounters();
+  const uint64_t timeouts = c.timeouts, probes = c.tail_probes;
+  struct State {
+    DropByPsn requests{{Psn(10), {1}}};
+    int naks_dropped = 0;
+  };
+  auto state = std::make_shared<State>();
+  const uint64_t start = NowNs();
+  // The WRITE's AckReq packets past PSN 10 are 31 and 63, the SEND's 64:
+  // with the first NAK (at 11), four.
+  auto s = WriteThenSend(
+      [state](const std::vector<uint8_t>& packet, uint64_t index) {
+        if (packet.size() > 12 && packet[0] == kAckOpcode && (packet[12] & 0xE0) == 0x60 &&
+            state->naks_dropped < 4) {
+          ++state->naks_dropped;
+          return true;
+        }
+        return state->requests(packet, index);
+      },
+      5000);
+  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
+  ExpectDelivered(s);
+  EXPECT_EQ(state->naks_dropped, 4);
+  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not the probe";
+  EXPECT_GE(c.tail_probes - probes, 1u);
+  EXPECT_LT(elapsed_ms, 500u);
 }
 
 // Forward progress by sequence NAKs restores the retry budget: with

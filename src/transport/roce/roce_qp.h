@@ -53,6 +53,13 @@ struct RoceQp {
   uint32_t stale_naks_left = 0;
   uint32_t last_nak_psn = 0;
   bool last_nak_valid = false;
+  // Tail-loss probe (docs/design.md "Tail-loss probe"): once per wait for
+  // progress, an eighth of `timeout` without any, the last packet sent goes
+  // again with AckReq. probe_in_pass: it went in the current go-back-N pass
+  // (an AckReq packet at probe_psn that AckReqPacketsSentAfter counts).
+  bool probe_sent = false;
+  bool probe_in_pass = false;
+  uint32_t probe_psn = 0;
 
   // --- responder
   uint32_t msn = 0;
@@ -87,6 +94,7 @@ struct Counters {
   std::atomic<uint64_t> drop_unsolicited_response{0};
   std::atomic<uint64_t> retransmits{0};  // go-back-N restarts (timeout, NAK, implied NAK)
   std::atomic<uint64_t> timeouts{0};     // retransmit timer expiries (restarts by the timer)
+  std::atomic<uint64_t> tail_probes{0};  // last packets sent again with AckReq before the timer
   std::atomic<uint64_t> seq_naks_received{0};
   std::atomic<uint64_t> duplicates{0};  // duplicate requests answered
   std::atomic<uint64_t> seq_naks_sent{0};

@@ -27,6 +27,10 @@ constexpr int32_t kWindow = 128;
 // AckReq on every this many packets of a long message besides the last, so
 // that the window moves before the message ends.
 constexpr uint32_t kAckReqEvery = 32;
+// The tail-loss probe goes this fraction of `timeout` after the last
+// progress: far above a round trip (timeout 14: 8.4 ms), so that a slow
+// peer seldom gets a needless probe, which costs it a duplicate to ACK.
+constexpr uint64_t kProbeFraction = 8;
 
 enum class PacketTx { kAdded, kBlocked, kFailed };
 
@@ -52,7 +56,9 @@ uint8_t SendFamilyOpcode(const SendWqe& w, bool first, bool last) {
 }
 
 // Adds packet k of SQ entry `index` to `batch` (which has room).
-PacketTx AddWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k, PacketBatch& batch) {
+// ack_req: set AckReq whatever the packet's place (the tail-loss probe).
+PacketTx AddWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k, PacketBatch& batch,
+                      bool ack_req = false) {
   SendWqe& w = qp.sq.at(index);
   RoceQp& rq = *qp.roce;
   TransportHeaders h{};
@@ -81,7 +87,7 @@ PacketTx AddWqePacket(Engine& engine, Qp& qp, uint32_t index, uint32_t k, Packet
   const uint32_t length = static_cast<uint32_t>(std::min<uint64_t>(rq.mtu, w.total_len - offset));
   h.bth.opcode = static_cast<uint8_t>(SendFamilyOpcode(w, first, last) | (uc ? opc::kUcBase : 0));
   h.bth.psn = PsnAdd(w.psn, k);
-  h.bth.ack_req = !uc && (last || k % kAckReqEvery == kAckReqEvery - 1);
+  h.bth.ack_req = !uc && (ack_req || last || k % kAckReqEvery == kAckReqEvery - 1);
   h.bth.solicited =
       last && w.solicited && (w.opcode != IBV_WR_RDMA_WRITE);  // SE: SENDs and WRITE with immediate
   const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -116,6 +122,7 @@ void Rewind(Qp& qp) {
   qp.sq_tx = qp.sq.tail;
   rq.rd_atomic_out = 0;
   rq.tx_packet = 0;
+  rq.probe_in_pass = false;
   if (qp.sq.tail != qp.sq.head) {
     // Packets of the oldest WQE that were acknowledged are not sent again.
     const SendWqe& w = qp.sq.at(qp.sq.tail);
@@ -153,11 +160,13 @@ uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn) {
     const uint32_t last = packets - 1;
     if (last >= first && last < sent && last % kAckReqEvery != kAckReqEvery - 1) ++count;
   }
+  if (rq.probe_in_pass && PsnDiff(rq.probe_psn, psn) > 0) ++count;
   return count;
 }
 
 void RestartRetransmitTimer(Qp& qp) {
   qp.last_ack_ns = NowNs();
+  qp.roce->probe_sent = false;
   qp.progress_seen = false;  // the shm wire's flag; unused here
 }
 
@@ -270,6 +279,36 @@ bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   return did;
 }
 
+namespace {
+
+// Sends the last packet sent again, with AckReq (a READ or atomic: its
+// request). Whatever was lost at the tail, the answer shows it: an ACK (the
+// packet was lost, or only its ACK), or a sequence NAK for an earlier gap
+// whose NAKs were all lost. Nothing is rewound and the timer keeps running.
+void SendTailProbe(Engine& engine, Qp& qp) {
+  RoceQp& rq = *qp.roce;
+  rq.probe_sent = true;
+  uint32_t index = qp.sq_tx, k = rq.tx_packet;
+  if (k == 0) {
+    if (qp.sq_tx == qp.sq.tail) return;  // nothing of this pass sent yet
+    index = qp.sq_tx - 1;
+    const SendWqe& w = qp.sq.at(index);
+    if (!w.has_psn || IsLocalOp(w.opcode)) return;
+    k = IsReadOrAtomic(w.opcode) ? 1 : WqePackets(w, rq.mtu);
+  }
+  const SendWqe& w = qp.sq.at(index);
+  --k;
+  PacketBatch batch(engine, rq.net, rq.to);
+  if (AddWqePacket(engine, qp, index, k, batch, /*ack_req=*/true) != PacketTx::kAdded) return;
+  if (batch.Flush() != 1) return;
+  rq.probe_in_pass = true;
+  rq.probe_psn = w.opcode == IBV_WR_RDMA_READ ? PsnAdd(w.psn, w.rx_offset / rq.mtu)
+                                              : PsnAdd(w.psn, IsAtomicOp(w.opcode) ? 0 : k);
+  GetCounters().tail_probes.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET || qp.type != IBV_QPT_RC) return false;
   const bool outstanding = qp.sq.tail != qp.sq.head && qp.sq.at(qp.sq.tail).has_psn;
@@ -281,6 +320,16 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   // the time the previous try was due (RestartRetransmitTimer, below).
   const uint64_t due = qp.last_ack_ns + timeout;
   if (now < due) {
+    // Tail-loss probe: a lost last packet, or lost ACKs/NAKs, cost an
+    // eighth of the timeout instead of all of it (docs/design.md).
+    const uint64_t probe_due = qp.last_ack_ns + timeout / kProbeFraction;
+    if (!qp.roce->probe_sent && qp.state == IBV_QPS_RTS) {
+      if (now < probe_due) {
+        *deadline = probe_due;
+        return true;
+      }
+      SendTailProbe(engine, qp);
+    }
     *deadline = due;
     return true;
   }
@@ -297,6 +346,7 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
                " us late), go back to PSN %u (%d retries left)",
                qp.qpx.qp_base.qp_num, (now - due) / 1000, qp.roce->comp_psn, qp.retries_left);
   Rewind(qp);
+  qp.roce->probe_sent = false;
   // NAKs still in flight after a whole timeout are lost: none is counted
   // as owed, and the responder may NAK the gap's first packet anew.
   qp.roce->stale_naks_left = 0;

@@ -32,6 +32,7 @@ std::string FormatCounters() {
       {"rx_packets", &c.rx_packets},
       {"retransmits", &c.retransmits},
       {"timeouts", &c.timeouts},
+      {"tail_probes", &c.tail_probes},
       {"seq_naks_sent", &c.seq_naks_sent},
       {"seq_naks_repeated", &c.seq_naks_repeated},
       {"seq_naks_received", &c.seq_naks_received},
