@@ -256,6 +256,89 @@ bool PiggybackAck(const Qp& qp, wire::RecordHeader* h) {
   return true;
 }
 
+namespace {
+
+// A SEND (or one of its fragments) into the receive WQE `slot` holds: the
+// length checked, the WQE's SGEs resolved, the payload copied or pulled,
+// and the WQE completed with the message's last piece. What OnRequest
+// returns (true: an ACK is owed).
+bool ReceiveIntoSlot(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                     const shm::RecordView& view, RecvSlot& slot) {
+  const bool uc = qp.type == IBV_QPT_UC;
+  if (req.total_len > RecvCapacity(slot)) {
+    if (uc) {
+      // Dropped; a WQE already taken from an SRQ completes in error.
+      if (qp.srq) {
+        CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
+        ConsumeRecv(qp);
+      }
+      qp.frag_active = false;
+      return false;
+    }
+    // Message longer than the receive buffer: the responder's WQE completes
+    // with a local length error and the requester gets "invalid request".
+    CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
+    ConsumeRecv(qp);
+    SendNak(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
+    EnterError(engine, qp);
+    return false;
+  }
+  iovec local[limits::kMaxSge];
+  int nlocal = ResolveRecv(engine, slot, req.total_len, local);
+  if (nlocal < 0) {
+    CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req);
+    ConsumeRecv(qp);
+    if (!uc) SendNak(engine, qp, req, wire::Syndrome::kNakRemoteOp);
+    EnterError(engine, qp);
+    return false;
+  }
+
+  switch (req.mode) {
+    case wire::PayloadMode::kInline:
+      if (req.payload_len != req.total_len) return false;  // malformed: drop
+      ScatterFromRecord(view, sizeof req, local, nlocal, 0, req.total_len);
+      break;
+    case wire::PayloadMode::kPull: {
+      PullResult r = PullFromRequester(*qp.peer, local, nlocal, view, sizeof req, req);
+      if (r == PullResult::kRefused) {
+        SOFTRDMA_LOG(kInfo, "cannot read the requester's memory (%s): using the two-copy path",
+                     strerror(errno));
+        SendNak(engine, qp, req, wire::Syndrome::kPullRefused);
+        return false;
+      }
+      if (r == PullResult::kFault) {
+        SendNak(engine, qp, req, wire::Syndrome::kNakRemoteOp);
+        CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_QP_OP_ERR, req);
+        ConsumeRecv(qp);
+        EnterError(engine, qp);
+        return false;
+      }
+      break;
+    }
+    case wire::PayloadMode::kFragment:
+      if (uint64_t{req.frag_offset} + req.payload_len > req.total_len) return false;  // malformed
+      ScatterFromRecord(view, sizeof req, local, nlocal, req.frag_offset, req.payload_len);
+      qp.frag_received += req.payload_len;
+      qp.frag_active = true;
+      if (!(req.flags & wire::kFlagLastFragment)) return false;  // more to come
+      qp.frag_active = false;
+      qp.frag_received = 0;
+      break;
+  }
+  // SEND with Invalidate: the key dies before the receive completes. If it
+  // cannot (rc-transport.md §4.6): REM_INV_REQ_ERR on the receive, QP to
+  // ERR, and (as rxe) no NAK: the SEND itself was received.
+  const bool invalidated =
+      !(req.flags & wire::kFlagInvalidate) || InvalidateForSend(engine, qp, req.imm);
+  CompleteRecv(qp, *slot.wqe, invalidated ? IBV_WC_SUCCESS : IBV_WC_REM_INV_REQ_ERR, req);
+  ConsumeRecv(qp);
+  qp.epsn = PsnAdd(qp.epsn, 1);
+  if (!invalidated) EnterError(engine, qp);
+  return !uc;  // UC is never acknowledged
+}
+
+}  // namespace
+
 bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm::RecordView& view) {
   // Requests are executed from RTR on; in RESET/INIT they are dropped and in
   // ERR nothing is answered (the requester times out, as on a NIC).
@@ -333,76 +416,7 @@ bool OnRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req, const shm:
     nak(wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
     return false;
   }
-  if (req.total_len > RecvCapacity(slot)) {
-    if (uc) {
-      // Dropped; a WQE already taken from an SRQ completes in error.
-      if (qp.srq) {
-        CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
-        ConsumeRecv(qp);
-      }
-      qp.frag_active = false;
-      return false;
-    }
-    // Message longer than the receive buffer: the responder's WQE completes
-    // with a local length error and the requester gets "invalid request".
-    CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req);
-    ConsumeRecv(qp);
-    nak(wire::Syndrome::kNakInvalidRequest);
-    EnterError(engine, qp);
-    return false;
-  }
-  iovec local[limits::kMaxSge];
-  int nlocal = ResolveRecv(engine, slot, req.total_len, local);
-  if (nlocal < 0) {
-    CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req);
-    ConsumeRecv(qp);
-    nak(wire::Syndrome::kNakRemoteOp);
-    EnterError(engine, qp);
-    return false;
-  }
-
-  switch (req.mode) {
-    case wire::PayloadMode::kInline:
-      if (req.payload_len != req.total_len) return false;  // malformed: drop
-      ScatterFromRecord(view, sizeof req, local, nlocal, 0, req.total_len);
-      break;
-    case wire::PayloadMode::kPull: {
-      PullResult r = PullFromRequester(*qp.peer, local, nlocal, view, sizeof req, req);
-      if (r == PullResult::kRefused) {
-        SOFTRDMA_LOG(kInfo, "cannot read the requester's memory (%s): using the two-copy path",
-                     strerror(errno));
-        SendNak(engine, qp, req, wire::Syndrome::kPullRefused);
-        return false;
-      }
-      if (r == PullResult::kFault) {
-        SendNak(engine, qp, req, wire::Syndrome::kNakRemoteOp);
-        CompleteRecv(qp, *slot.wqe, IBV_WC_LOC_QP_OP_ERR, req);
-        ConsumeRecv(qp);
-        EnterError(engine, qp);
-        return false;
-      }
-      break;
-    }
-    case wire::PayloadMode::kFragment:
-      if (uint64_t{req.frag_offset} + req.payload_len > req.total_len) return false;  // malformed
-      ScatterFromRecord(view, sizeof req, local, nlocal, req.frag_offset, req.payload_len);
-      qp.frag_received += req.payload_len;
-      qp.frag_active = true;
-      if (!(req.flags & wire::kFlagLastFragment)) return false;  // more to come
-      qp.frag_active = false;
-      qp.frag_received = 0;
-      break;
-  }
-  // SEND with Invalidate: the key dies before the receive completes. If it
-  // cannot (rc-transport.md §4.6): REM_INV_REQ_ERR on the receive, QP to
-  // ERR, and (as rxe) no NAK: the SEND itself was received.
-  const bool invalidated =
-      !(req.flags & wire::kFlagInvalidate) || InvalidateForSend(engine, qp, req.imm);
-  CompleteRecv(qp, *slot.wqe, invalidated ? IBV_WC_SUCCESS : IBV_WC_REM_INV_REQ_ERR, req);
-  ConsumeRecv(qp);
-  qp.epsn = PsnAdd(qp.epsn, 1);
-  if (!invalidated) EnterError(engine, qp);
-  return !uc;  // UC is never acknowledged
+  return ReceiveIntoSlot(engine, qp, req, view, slot);
 }
 
 }  // namespace softrdma::transport
