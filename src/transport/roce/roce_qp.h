@@ -53,13 +53,16 @@ struct RoceQp {
   uint32_t stale_naks_left = 0;
   uint32_t last_nak_psn = 0;
   bool last_nak_valid = false;
-  // Tail-loss probe (docs/design.md "Tail-loss probe"): once per wait for
-  // progress, an eighth of `timeout` without any, the last packet sent goes
-  // again with AckReq. probe_in_pass: it went in the current go-back-N pass
-  // (an AckReq packet at probe_psn that AckReqPacketsSentAfter counts).
-  bool probe_sent = false;
-  bool probe_in_pass = false;
-  uint32_t probe_psn = 0;
+  // Tail-loss probes (docs/design.md "Tail-loss probe"): while a wait for
+  // progress lasts, an eighth of `timeout` without any and again a quarter,
+  // the last packet sent goes again with AckReq. probes_sent: since the last
+  // progress; probes_in_pass: those of the current go-back-N pass, AckReq
+  // packets that AckReqPacketsSentAfter counts (all of them: one at or
+  // before the NAKed PSN brings no NAK, and counting it only makes the
+  // count high, the safe side).
+  static constexpr uint32_t kMaxProbes = 2;
+  uint32_t probes_sent = 0;
+  uint32_t probes_in_pass = 0;
 
   // --- responder
   uint32_t msn = 0;

@@ -122,7 +122,7 @@ void Rewind(Qp& qp) {
   qp.sq_tx = qp.sq.tail;
   rq.rd_atomic_out = 0;
   rq.tx_packet = 0;
-  rq.probe_in_pass = false;
+  rq.probes_in_pass = 0;
   if (qp.sq.tail != qp.sq.head) {
     // Packets of the oldest WQE that were acknowledged are not sent again.
     const SendWqe& w = qp.sq.at(qp.sq.tail);
@@ -160,13 +160,13 @@ uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn) {
     const uint32_t last = packets - 1;
     if (last >= first && last < sent && last % kAckReqEvery != kAckReqEvery - 1) ++count;
   }
-  if (rq.probe_in_pass && PsnDiff(rq.probe_psn, psn) > 0) ++count;
+  count += rq.probes_in_pass;
   return count;
 }
 
 void RestartRetransmitTimer(Qp& qp) {
   qp.last_ack_ns = NowNs();
-  qp.roce->probe_sent = false;
+  qp.roce->probes_sent = 0;
   qp.progress_seen = false;  // the shm wire's flag; unused here
 }
 
@@ -287,7 +287,7 @@ namespace {
 // whose NAKs were all lost. Nothing is rewound and the timer keeps running.
 void SendTailProbe(Engine& engine, Qp& qp) {
   RoceQp& rq = *qp.roce;
-  rq.probe_sent = true;
+  ++rq.probes_sent;
   uint32_t index = qp.sq_tx, k = rq.tx_packet;
   if (k == 0) {
     if (qp.sq_tx == qp.sq.tail) return;  // nothing of this pass sent yet
@@ -296,14 +296,11 @@ void SendTailProbe(Engine& engine, Qp& qp) {
     if (!w.has_psn || IsLocalOp(w.opcode)) return;
     k = IsReadOrAtomic(w.opcode) ? 1 : WqePackets(w, rq.mtu);
   }
-  const SendWqe& w = qp.sq.at(index);
   --k;
   PacketBatch batch(engine, rq.net, rq.to);
   if (AddWqePacket(engine, qp, index, k, batch, /*ack_req=*/true) != PacketTx::kAdded) return;
   if (batch.Flush() != 1) return;
-  rq.probe_in_pass = true;
-  rq.probe_psn = w.opcode == IBV_WR_RDMA_READ ? PsnAdd(w.psn, w.rx_offset / rq.mtu)
-                                              : PsnAdd(w.psn, IsAtomicOp(w.opcode) ? 0 : k);
+  ++rq.probes_in_pass;
   GetCounters().tail_probes.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -320,10 +317,12 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   // the time the previous try was due (RestartRetransmitTimer, below).
   const uint64_t due = qp.last_ack_ns + timeout;
   if (now < due) {
-    // Tail-loss probe: a lost last packet, or lost ACKs/NAKs, cost an
-    // eighth of the timeout instead of all of it (docs/design.md).
-    const uint64_t probe_due = qp.last_ack_ns + timeout / kProbeFraction;
-    if (!qp.roce->probe_sent && qp.state == IBV_QPS_RTS) {
+    // Tail-loss probes: a lost last packet, or lost ACKs/NAKs, cost an
+    // eighth of the timeout instead of all of it (docs/design.md); the
+    // second, a quarter, covers a lost first one or its lost answer.
+    const uint64_t probe_due =
+        qp.last_ack_ns + (qp.roce->probes_sent + 1) * (timeout / kProbeFraction);
+    if (qp.roce->probes_sent < RoceQp::kMaxProbes && qp.state == IBV_QPS_RTS) {
       if (now < probe_due) {
         *deadline = probe_due;
         return true;
@@ -346,7 +345,7 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
                " us late), go back to PSN %u (%d retries left)",
                qp.qpx.qp_base.qp_num, (now - due) / 1000, qp.roce->comp_psn, qp.retries_left);
   Rewind(qp);
-  qp.roce->probe_sent = false;
+  qp.roce->probes_sent = 0;
   // NAKs still in flight after a whole timeout are lost: none is counted
   // as owed, and the responder may NAK the gap's first packet anew.
   qp.roce->stale_naks_left = 0;
