@@ -203,10 +203,6 @@ void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack) {
 
 namespace {
 
-// How long a live responder that reads nothing from its ring may keep a
-// requester's retries from counting down (see ResponderNotScheduled).
-constexpr uint64_t kMaxResponderStallNs = 30'000'000'000;
-
 // Whether the responder's silence over the last timeout is its CPU's, not
 // its QP's: its process is alive, records wait unread in its ring, and its
 // consumer has not moved since the timer last expired. On a NIC the

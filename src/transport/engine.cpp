@@ -116,7 +116,12 @@ struct SegmentHeader {
   uint64_t extent_offset;
   uint64_t ring_offset;
   uint64_t ring_bytes;
+  // Looks at the RoCE port so far (PeerLink::roce_polls). Added to layout 4
+  // without a new version: a segment of a build before it has 0 here, which
+  // readers take as "not counted".
+  uint64_t roce_polls;
 };
+static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
 
 std::mutex g_engine_mutex;
 
@@ -217,6 +222,7 @@ Status Engine::Init() {
   hdr->extent_offset = kHeaderBytes + mr_bytes;
   hdr->ring_offset = hdr->extent_offset + extent_bytes;
   hdr->ring_bytes = ring_bytes;
+  roce_polls_word_ = &hdr->roce_polls;
   mr_table_ = std::make_unique<MrTable>(reinterpret_cast<MrEntry*>(base + hdr->mr_offset));
   exporter_ =
       std::make_unique<MemoryExporter>(reinterpret_cast<ExtentTable*>(base + hdr->extent_offset));
@@ -460,6 +466,7 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
     link->ring = ring_;
     link->mrs =
         reinterpret_cast<const MrEntry*>(static_cast<uint8_t*>(segment_.data()) + kHeaderBytes);
+    link->roce_polls = roce_polls_word_;
   } else {
     link->pid = registry_.LivePid(ref);
     if (link->pid == 0) return nullptr;
@@ -503,6 +510,7 @@ std::shared_ptr<PeerLink> Engine::Peer(ProcRef ref) {
     if (!link->ring)
       return RefusePeer(ref, link->pid, "is damaged (its ring is not a valid ring)", restart);
     link->mrs = reinterpret_cast<const MrEntry*>(base + hdr->mr_offset);
+    link->roce_polls = &hdr->roce_polls;
     if (GetConfig().map_mr)
       link->mappings = std::make_unique<transport::PeerMappings>(
           link->pid, reinterpret_cast<const ExtentTable*>(base + hdr->extent_offset));
@@ -1283,6 +1291,8 @@ bool Engine::PollRoce(bool by_app) {
 }
 
 int Engine::PollRoceBatch(roce::PacketPort* port) {
+  // One writer (roce_rx_lock_); peers read it with an atomic load.
+  __atomic_store_n(roce_polls_word_, *roce_polls_word_ + 1, __ATOMIC_RELAXED);
   std::vector<Qp*> acks;
   const int n =
       port->Poll([&](const roce::InDatagram& d) { transport::roce::OnDatagram(*this, d, &acks); },

@@ -58,6 +58,11 @@ struct PeerLink {
   // in Engine::SendOwed's time: later destroys give it one try only, so that
   // a stopped peer costs one wait, not one per QP.
   std::atomic<bool> owed_acks_stalled{false};
+  // The peer's count of looks at its RoCE port, in its segment (0: it has
+  // none, or a build that does not count): a RoCE requester whose peer is a
+  // process of this host sees from it whether that process runs at all
+  // (transport/roce, "ResponderNotScheduled").
+  const uint64_t* roce_polls = nullptr;
   // Set when the peer process has exited (transport/peer_death_watch.h):
   // nothing is placed into its memory any more, and requests to it go
   // unanswered, as to a node that died.
@@ -341,6 +346,9 @@ class Engine {
   bool roce_forced_for_testing_ = false;
   std::atomic<bool> roce_active_{false};
   SpinLock roce_rx_lock_;
+  // Our segment's count of looks at the port (PeerLink::roce_polls), written
+  // under roce_rx_lock_.
+  uint64_t* roce_polls_word_ = nullptr;
   std::atomic<uint32_t> roce_empty_polls_{0};   // consecutive polls that found nothing
   std::atomic<uint64_t> roce_idle_look_ns_{0};  // when a verbs call last looked at an idle port
   // The port's readable fd, watched while the progress thread sleeps

@@ -321,13 +321,13 @@ wire::RecordHeader RequestHeader(Engine& engine, const Qp& qp, const SendWqe& w)
   return TxResult::kSent;
 }
 
+}  // namespace
+
 // Shared memory reaches our own registry's QPs on this host only.
 bool PeerSharesOurRegistry(Engine& engine, const Qp& qp) {
   return engine.registry().OwnsQpn(qp.attr.dest_qp_num) &&
          Device::Get().IsLocalGid(qp.attr.ah_attr.grh.dgid);
 }
-
-}  // namespace
 
 void ChooseWire(Engine& engine, Qp& qp) {
   // UD chooses per datagram (datagram.cpp), and listens on the RoCE wire

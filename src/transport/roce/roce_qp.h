@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@
 
 namespace softrdma {
 class Engine;
-}
+struct PeerLink;
+}  // namespace softrdma
 
 namespace softrdma::transport::roce {
 
@@ -63,6 +65,12 @@ struct RoceQp {
   static constexpr uint32_t kMaxProbes = 2;
   uint32_t probes_sent = 0;
   uint32_t probes_in_pass = 0;
+  // A peer that is a process of this host (ResponderNotScheduled in
+  // roce_requester.cpp): its link, resolved at the first timer expiry, and
+  // its count of looks at its port at the last expiry.
+  std::shared_ptr<PeerLink> local_peer;
+  uint64_t peer_polls_seen = 0;
+  uint64_t peer_stall_since_ns = 0;
 
   // --- responder
   uint32_t msn = 0;
@@ -98,6 +106,7 @@ struct Counters {
   std::atomic<uint64_t> retransmits{0};  // go-back-N restarts (timeout, NAK, implied NAK)
   std::atomic<uint64_t> timeouts{0};     // retransmit timer expiries (restarts by the timer)
   std::atomic<uint64_t> tail_probes{0};  // last packets sent again with AckReq before the timer
+  std::atomic<uint64_t> timeouts_not_counted{0};  // of those: the local peer had no CPU
   std::atomic<uint64_t> seq_naks_received{0};
   std::atomic<uint64_t> duplicates{0};  // duplicate requests answered
   std::atomic<uint64_t> seq_naks_sent{0};

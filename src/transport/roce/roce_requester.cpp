@@ -304,6 +304,39 @@ void SendTailProbe(Engine& engine, Qp& qp) {
   GetCounters().tail_probes.fetch_add(1, std::memory_order_relaxed);
 }
 
+// The shm wire's rule (completer.cpp), for a peer on the RoCE wire that is a
+// process of this host (SOFTRDMA_WIRE=roce, or another user's process: not
+// seen, its registry is not ours): whether its silence over the last timeout
+// is its CPU's. It is when the process is alive and has not looked at its
+// port once since the previous expiry: whatever we sent waits in its socket
+// (a NIC would have answered, whatever its host's CPU does). Busy-polled
+// ibv_rc_pingpong pairs on a loaded host failed with RETRY_EXC_ERR from
+// starvation alone. A peer that runs and drops what it reads (its QP gone
+// or in ERR) moves its count and still uses up the retries, and one that
+// has not looked for kMaxResponderStallNs (a stopped process) counts as
+// unresponsive. Never for a peer on another host: its CPU is not ours to
+// see, and its retries count as on a NIC. The first expiry always counts
+// (nothing to compare with yet).
+bool ResponderNotScheduled(Engine& engine, Qp& qp, uint64_t now) {
+  RoceQp& rq = *qp.roce;
+  if (!rq.local_peer) {
+    if (!PeerSharesOurRegistry(engine, qp)) return false;
+    rq.local_peer = engine.ResolveQpn(qp.attr.dest_qp_num);
+    if (!rq.local_peer) return false;
+  }
+  const uint64_t* word = rq.local_peer->roce_polls;
+  const uint64_t polls = word ? __atomic_load_n(word, __ATOMIC_RELAXED) : 0;
+  const bool still = polls != 0 && polls == rq.peer_polls_seen;
+  rq.peer_polls_seen = polls;
+  if (!still) {
+    rq.peer_stall_since_ns = 0;  // it looks at its port: its silence is its QP's
+    return false;
+  }
+  if (rq.peer_stall_since_ns == 0) rq.peer_stall_since_ns = now;
+  if (now - rq.peer_stall_since_ns > kMaxResponderStallNs) return false;
+  return engine.registry().LivePid(rq.local_peer->ref) != 0;
+}
+
 }  // namespace
 
 bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
@@ -332,13 +365,19 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     *deadline = due;
     return true;
   }
-  if (qp.retries_left == 0) {
+  // A try the responder's process had no CPU for does not count; it is
+  // still retransmitted (it may have been lost as well).
+  const bool starved = ResponderNotScheduled(engine, qp, now);
+  if (qp.retries_left == 0 && !starved) {
     SOFTRDMA_LOG(kInfo, "QP %u: retry count exceeded (RoCE, timer %" PRIu64 " us late)",
                  qp.qpx.qp_base.qp_num, (now - due) / 1000);
     FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return false;
   }
-  --qp.retries_left;
+  if (starved)
+    GetCounters().timeouts_not_counted.fetch_add(1, std::memory_order_relaxed);
+  else
+    --qp.retries_left;
   GetCounters().timeouts.fetch_add(1, std::memory_order_relaxed);
   SOFTRDMA_LOG(kDebug,
                "QP %u: retransmit timer expired (%" PRIu64

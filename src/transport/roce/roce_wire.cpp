@@ -33,6 +33,7 @@ std::string FormatCounters() {
       {"retransmits", &c.retransmits},
       {"timeouts", &c.timeouts},
       {"tail_probes", &c.tail_probes},
+      {"timeouts_not_counted", &c.timeouts_not_counted},
       {"seq_naks_sent", &c.seq_naks_sent},
       {"seq_naks_repeated", &c.seq_naks_repeated},
       {"seq_naks_received", &c.seq_naks_received},
