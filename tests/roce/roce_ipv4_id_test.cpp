@@ -73,6 +73,24 @@ TEST(Ipv4IdIcrc, ReceiverAcceptsTheFirstIdsOnly) {
   EXPECT_EQ(VerifyIcrc(as_read, Packet(3, 4096)).code(), EILSEQ);  // the exact check stays exact
 }
 
+// The likely ID (the packet's place in its GRO read) is tried first; a wrong
+// guess still finds the right ID, and no guess makes a bad ICRC good.
+TEST(Ipv4IdIcrc, ReceiverTriesTheLikelyIdFirstAndStillSearches) {
+  const NetworkHeaders as_read = Ipv4Net(0);
+  for (uint16_t id : {0, 1, 13, 63}) {
+    const std::vector<uint8_t> packet = Packet(id, 1024);
+    EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, packet, id).ok()) << id;
+    EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, packet, uint16_t(id == 5 ? 6 : 5)).ok()) << id;
+    EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, packet, 200).ok())
+        << id;  // beyond the search: ignored
+  }
+  EXPECT_EQ(VerifyIcrcAnyIpv4Id(as_read, Packet(64, 1024), 64).code(), EILSEQ);
+  std::vector<uint8_t> bad = Packet(3, 1024);
+  bad[100] ^= 1;
+  for (uint16_t guess : {0, 3, 4})
+    EXPECT_EQ(VerifyIcrcAnyIpv4Id(as_read, bad, guess).code(), EILSEQ);
+}
+
 TEST(Ipv4IdIcrc, Ipv6HasNoIdToSearch) {
   NetworkHeaders net6 = Ipv4Net(0);
   net6.ip_version = 6;

@@ -41,6 +41,7 @@ struct Received {
   IpEndpoint from;
   in6_addr local;
   std::vector<uint8_t> bytes;
+  uint16_t gro_segment = 0;
 };
 
 // Polls until `count` datagrams came or 2 s passed.
@@ -50,7 +51,7 @@ std::vector<Received> Collect(UdpPort& port, size_t count) {
   while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
     const int n = port.Poll(
         [&](const InDatagram& d) {
-          out.push_back({d.from, d.local, {d.data, d.data + d.len}});
+          out.push_back({d.from, d.local, {d.data, d.data + d.len}, d.gro_segment});
         },
         64);
     if (n == 0) {
@@ -164,6 +165,12 @@ TEST(UdpPort, Ipv4EqualPacketsGoAsOneGsoBatchWithTheirIcrcsFixedForTheirIds) {
     const uint32_t received = LoadIcrc(std::span<const uint8_t, kIcrcSize>(bytes.data() + at, 4));
     EXPECT_EQ(received, original ^ Ipv4IdIcrcDelta(uint16_t(g), at)) << g;
     EXPECT_TRUE(VerifyIcrcAnyIpv4Id(net, bytes).ok()) << g;
+    // Read whole (UDP_GRO), segment g of the send is segment g of the read:
+    // the ID the receiver tries first.
+    if (b->counters().gro_batches == 1) {
+      EXPECT_EQ(got[g].gro_segment, g) << g;
+      EXPECT_TRUE(VerifyIcrcAnyIpv4Id(net, bytes, got[g].gro_segment).ok()) << g;
+    }
   }
 }
 

@@ -246,7 +246,7 @@ void OnDatagram(Engine& engine, const InDatagram& datagram, std::vector<Qp*>* ac
   memcpy(net.dst_gid.data(), datagram.local.s6_addr, 16);
   net.ip_version = sr::IsIpv4Mapped(net.src_gid) && sr::IsIpv4Mapped(net.dst_gid) ? 4 : 6;
   net.udp_src_port = datagram.from.port ? datagram.from.port : sr::kRoceUdpPort;
-  s = sr::VerifyIcrcAnyIpv4Id(net, bytes);
+  s = sr::VerifyIcrcAnyIpv4Id(net, bytes, datagram.gro_segment);
   if (!s.ok()) return CountRefusal(s.code());
   const sr::TransportService service = view.info->service;
   if (service == sr::TransportService::kUd && view.headers.bth.dest_qp == kGsiQpn) {

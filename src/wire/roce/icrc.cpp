@@ -80,11 +80,6 @@ Gid Ipv4MappedGid(std::span<const uint8_t, 4> address) {
   return gid;
 }
 
-bool IsIpv4Mapped(const Gid& gid) {
-  return std::all_of(gid.begin(), gid.begin() + 10, [](uint8_t b) { return b == 0; }) &&
-         gid[10] == 0xFF && gid[11] == 0xFF;
-}
-
 namespace {
 
 // Each call of the CRC costs ~25-35 ns before its first byte here (ISA-L's
@@ -206,8 +201,7 @@ const IdDeltas& DeltasFor(size_t transport_length, int bits) {
 uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t transport_length) {
   const IdDeltas& d = DeltasFor(transport_length, id < kIpv4IdSearch ? kIdBits : 16);
   uint32_t delta = 0;
-  for (int b = 0; b < 16; ++b)
-    if (id & (1u << b)) delta ^= d.bit[b];
+  for (uint32_t bits = id; bits != 0; bits &= bits - 1) delta ^= d.bit[__builtin_ctz(bits)];
   return delta;
 }
 
@@ -222,16 +216,6 @@ int FindIpv4IdForIcrcDelta(uint32_t delta, size_t transport_length) {
     if (value == delta) return i ^ (i >> 1);
   }
   return -1;
-}
-
-void StoreIcrc(uint32_t icrc, std::span<uint8_t, kIcrcSize> out) {
-  for (size_t i = 0; i < kIcrcSize; ++i) out[i] = uint8_t(icrc >> (8 * i));
-}
-
-uint32_t LoadIcrc(std::span<const uint8_t, kIcrcSize> in) {
-  uint32_t icrc = 0;
-  for (size_t i = kIcrcSize; i-- > 0;) icrc = (icrc << 8) | in[i];
-  return icrc;
 }
 
 }  // namespace softrdma::roce

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "wire/roce/headers.h"
@@ -26,7 +27,11 @@ using Gid = std::array<uint8_t, 16>;
 // The IPv4-mapped GID ::ffff:a.b.c.d (roce-wire.md §1.5) of an address given
 // as its four bytes in network order.
 Gid Ipv4MappedGid(std::span<const uint8_t, 4> address);
-bool IsIpv4Mapped(const Gid& gid);
+// Inline: asked of every packet's addresses, sent and received.
+inline bool IsIpv4Mapped(const Gid& gid) {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return memcmp(gid.data(), kPrefix, sizeof kPrefix) == 0;
+}
 
 // The IP and UDP header fields of a RoCEv2 datagram. For IPv4 the addresses
 // are IPv4-mapped GIDs. The masked fields (traffic_class, hop_limit,
@@ -73,8 +78,12 @@ uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t transport_length);
 int FindIpv4IdForIcrcDelta(uint32_t delta, size_t transport_length);
 
 // The ICRC travels least-significant byte first (CRC 0xE26850D9 is sent as
-// d9 50 68 e2).
-void StoreIcrc(uint32_t icrc, std::span<uint8_t, kIcrcSize> out);
-uint32_t LoadIcrc(std::span<const uint8_t, kIcrcSize> in);
+// d9 50 68 e2). Inline: once per packet sent and received.
+inline void StoreIcrc(uint32_t icrc, std::span<uint8_t, kIcrcSize> out) {
+  for (size_t i = 0; i < kIcrcSize; ++i) out[i] = uint8_t(icrc >> (8 * i));
+}
+inline uint32_t LoadIcrc(std::span<const uint8_t, kIcrcSize> in) {
+  return uint32_t(in[0]) | uint32_t(in[1]) << 8 | uint32_t(in[2]) << 16 | uint32_t(in[3]) << 24;
+}
 
 }  // namespace softrdma::roce

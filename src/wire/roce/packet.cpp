@@ -217,7 +217,8 @@ Status VerifyIcrc(const NetworkHeaders& net, std::span<const uint8_t> bytes) {
   return Status::Ok();
 }
 
-Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> bytes) {
+Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> bytes,
+                           uint16_t likely_id) {
   if (bytes.size() < kBthSize + kIcrcSize) {
     return Fail(EMSGSIZE, "%zu bytes: shorter than a BTH and an ICRC", bytes.size());
   }
@@ -225,9 +226,12 @@ Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> b
   const uint32_t received = LoadIcrc(At<kIcrcSize>(bytes, icrc_at));
   const uint32_t computed = ComputeIcrc(net, bytes.first(icrc_at));
   if (received == computed) return Status::Ok();
-  if (net.ip_version == 4 && net.ipv4_identification == 0 &&
-      FindIpv4IdForIcrcDelta(received ^ computed, icrc_at) > 0)
-    return Status::Ok();
+  if (net.ip_version == 4 && net.ipv4_identification == 0) {
+    const uint32_t delta = received ^ computed;
+    if (likely_id > 0 && likely_id < kIpv4IdSearch && delta == Ipv4IdIcrcDelta(likely_id, icrc_at))
+      return Status::Ok();
+    if (FindIpv4IdForIcrcDelta(delta, icrc_at) > 0) return Status::Ok();
+  }
   return Fail(EILSEQ, "ICRC 0x%08x received, 0x%08x computed for IPv4 IDs 0..%u", received,
               computed, unsigned(kIpv4IdSearch - 1));
 }

@@ -90,7 +90,10 @@ Status VerifyIcrc(const NetworkHeaders& net, std::span<const uint8_t> udp_payloa
 // is not known: over IPv4 (with net.ipv4_identification 0) it also accepts
 // the ICRC of IDs 1 .. kIpv4IdSearch - 1 (icrc.h): UDP GSO segments, and
 // senders that number their datagrams from 0 (rxe, NICs: early in a flow).
-Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> udp_payload);
+// `likely_id` is tried first (InDatagram::gro_segment: a GSO segment's ID is
+// its place in the read), the others after it (a search of up to 63 steps).
+Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> udp_payload,
+                           uint16_t likely_id = 0);
 
 // ParseTransport, then VerifyIcrc.
 Status ParsePacket(const NetworkHeaders& net, std::span<const uint8_t> udp_payload,

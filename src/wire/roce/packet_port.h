@@ -44,6 +44,10 @@ struct InDatagram {
   in6_addr local{};  // the address it was sent to (the destination GID)
   const uint8_t* data = nullptr;
   uint32_t len = 0;  // UDP payload length
+  // Its index among the datagrams of one GRO read (0 when read alone). The
+  // segments of one UDP GSO send arrive in one read, numbered as the kernel
+  // numbered their IPv4 IDs: the ID to try first for the ICRC (icrc.h).
+  uint16_t gro_segment = 0;
 };
 
 using DatagramSink = std::function<void(const InDatagram&)>;

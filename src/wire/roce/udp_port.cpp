@@ -70,6 +70,12 @@ bool SameAddress(const in6_addr& a, const in6_addr& b) {
   return memcmp(&a, &b, sizeof a) == 0;
 }
 
+// Datagrams that SocketFor sends from the same socket, known without its search.
+bool SameSendingSocket(const OutDatagram& a, const OutDatagram& b) {
+  return a.src_port == b.src_port && IsIpv4(a.to.addr) == IsIpv4(b.to.addr) &&
+         SameAddress(a.from, b.from);
+}
+
 socklen_t ToSockaddr(const in6_addr& address, uint16_t port, sockaddr_storage* out) {
   memset(out, 0, sizeof *out);
   if (IsIpv4(address)) {
@@ -365,8 +371,13 @@ int UdpPort::Send(const OutDatagram* datagrams, int n) {
   while (done < n) {
     const int fd = SocketFor(datagrams[done]);
     if (fd < 0) return done > 0 ? done : fd;
+    // SocketFor depends on the source address and port and the family only:
+    // a QP's packets share them, and skip its search of the sockets.
     int run = 1;
-    while (done + run < n && run < kSendBatch && SocketFor(datagrams[done + run]) == fd) ++run;
+    while (done + run < n && run < kSendBatch &&
+           (SameSendingSocket(datagrams[done], datagrams[done + run]) ||
+            SocketFor(datagrams[done + run]) == fd))
+      ++run;
     const int sent = SendBatch(fd, IsIpv4(datagrams[done].to.addr), datagrams + done, run);
     if (sent < 0) return done > 0 ? done : sent;
     done += sent;
@@ -514,10 +525,12 @@ int UdpPort::ReadSocket(const Socket& s, const DatagramSink& sink, int max) {
     const uint8_t* data = static_cast<const uint8_t*>(iovs[i].iov_base);
     const uint32_t length = messages[i].msg_len;
     if (segment < length) counters_.gro_batches.fetch_add(1, std::memory_order_relaxed);
+    d.gro_segment = 0;
     for (uint32_t offset = 0; offset < length || length == 0; offset += segment) {
       d.data = data + offset;
       d.len = std::min(segment, length - offset);
       sink(d);
+      ++d.gro_segment;
       ++delivered;
       if (length == 0 || segment == 0) break;
     }

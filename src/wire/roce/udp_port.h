@@ -105,6 +105,7 @@ class UdpPort : public PacketPort {
     uint64_t receive_calls = 0;          // recvmmsg calls that returned datagrams
     uint64_t gro_batches = 0;            // reads that held several datagrams (UDP_GRO)
     uint64_t source_port_fallbacks = 0;  // flow source port not bindable: sent from port()
+                                         // (once per run of datagrams sent together)
     uint64_t late_binds = 0;  // addresses whose port we took after another user let it go
   };
   Counters counters() const;  // a snapshot
