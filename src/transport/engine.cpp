@@ -32,8 +32,10 @@ constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
 // 2: exported extent table (registered memory mapped by peers); 3: request
 // records may carry a piggybacked ACK (wire::kFlagAck), which an older peer
 // would ignore; 4: ring version 4 (commits wake consumers only, announced
-// sleepers counted). Peers of different versions must not talk to each other.
-constexpr uint32_t kSegmentVersion = 4;
+// sleepers counted); 5: ring version 5 (sleep announced in the reserve word,
+// commits are plain release stores). Peers of different versions must not
+// talk to each other.
+constexpr uint32_t kSegmentVersion = 5;
 constexpr size_t kHeaderBytes = 4096;
 // While the application polls, the progress thread looks in once per window
 // (see "The progress thread's states" above ThreadMain): the first window of
@@ -811,7 +813,7 @@ int Engine::WaitForChannelEvent(const void* channel, int nonblocking_fd, void* t
   while (result == 0) {
     // Taken before the checks: a commit or token after them moves the word.
     const uint32_t word = ring_->PrepareToWait();
-    ring_->AnnounceSleep();
+    const bool covered = ring_->AnnounceSleep();
     uint64_t pos = 0;
     const shm::Ring::HeadState head = ring_->Head(&pos);
     // (Work waiting for room in a peer's ring stays with the progress
@@ -833,14 +835,16 @@ int Engine::WaitForChannelEvent(const void* channel, int nonblocking_fd, void* t
         break;
       }
       // A record being written: its commit wakes us, but only a drain can
-      // tell that its writer died (Peek), so look again now and then.
+      // tell that its writer died (Peek), so look again now and then. One
+      // reserved before our announcement sends no wake-up: look again soon.
       if (head != shm::Ring::HeadState::kPending) ring_->PublishStalledClaim();
       const bool pending = ring_->Head() == shm::Ring::HeadState::kPending;
+      int64_t timeout = pending ? static_cast<int64_t>(kAppPollingTickNs) : -1;
+      if (!covered) timeout = shm::Ring::kUncoveredSleepNs;
       const shm::Ring::WakeReason why =
-          ring_->Sleep(word, pending ? static_cast<int64_t>(kAppPollingTickNs) : -1,
-                       shm::Ring::kWakeConsumer | shm::Ring::kWakeEventWaiter);
+          ring_->Sleep(word, timeout, shm::Ring::kWakeConsumer | shm::Ring::kWakeEventWaiter);
       ring_->FinishSleep();
-      if (pending) DrainRing(/*by_app=*/false);
+      if (pending || !covered) DrainRing(/*by_app=*/false);
       if (why == shm::Ring::WakeReason::kInterrupted) {
         errno = EINTR;
         result = -1;
@@ -881,8 +885,8 @@ void Engine::LeaveDirectWait() {
 //  kRunning          draining the ring, serving QPs, checking timers.
 //                    Application drains may defer ACKs (DeferAcks): the
 //                    thread looks again soon.
-//  kSleepingTimed,   asleep on the ring's wake word, announced
-//  kSleepingForever  (consumer_sleeping_), so every commit wakes it: until
+//  kSleepingTimed,   asleep on the ring's wake word, announced (in the
+//  kSleepingForever  reserve word), so the next record wakes it: until
 //                    the next timer, or indefinitely (an idle process uses no
 //                    CPU). WatchTimers wakes a forever-sleeper when sends
 //                    become outstanding. Application drains flush their ACKs
@@ -1009,6 +1013,8 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
     if (watch->timer_deadline > now) deadline = std::min(deadline, watch->timer_deadline);
     const auto timeout = static_cast<int64_t>(deadline - now);  // > 0: checked above
     if (watch->on_ring && !ready) {
+      // An announcement that does not cover a record being written when it
+      // was made leaves that record to the window's timing, as when quiet.
       ring_->AnnounceSleep();
       // A commit before the announcement sent no wake-up: look once more.
       if (ring_->Head(&slept_pos) != shm::Ring::HeadState::kReady) {
@@ -1151,7 +1157,7 @@ void Engine::ThreadMain() {
     // store above, paired with LeaveDirectWait (see there).
     uint32_t word = ring_->PrepareToWait();
     const bool app_consumes = direct_waiter_.load(std::memory_order_seq_cst) != nullptr;
-    if (!app_consumes) ring_->AnnounceSleep();
+    const bool covered = app_consumes || ring_->AnnounceSleep();
     // A QP took the RoCE wire since the top of this round: its kick
     // (ActivateRoce's Wake) may have come before PrepareToWait, so look
     // again rather than sleep without polling the port or arming the watcher.
@@ -1168,9 +1174,12 @@ void Engine::ThreadMain() {
     shm::Ring::HeadState head = ring_->Head();
     if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
       timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
+    // A record reserved before our announcement commits without waking us.
+    constexpr auto kUncovered = static_cast<uint64_t>(shm::Ring::kUncoveredSleepNs);
+    if (!covered && (!timeout || timeout > kUncovered)) timeout = kUncovered;
     if ((app_consumes || head != shm::Ring::HeadState::kReady) && !stop_.load()) {
       if (roce_watched) {
-        // After PrepareToSleep: a datagram already waiting makes the
+        // After PrepareToWait: a datagram already waiting makes the
         // watcher's poll() return at once, and its Wake() this Sleep.
         roce_watch_armed_.store(1, std::memory_order_seq_cst);
         FutexWakePrivate(&roce_watch_armed_);

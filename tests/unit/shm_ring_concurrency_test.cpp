@@ -202,7 +202,8 @@ TEST(ShmRingConcurrencyTest, SleepIsWokenByProducer) {
   LocalRing lr(64);
   Ring* ring = lr.ring;
   RecordView v;
-  const uint32_t w = ring->PrepareToSleep();
+  const uint32_t w = ring->PrepareToWait();
+  ASSERT_TRUE(ring->AnnounceSleep());  // empty ring: the announcement covers all
   ASSERT_FALSE(ring->Peek(&v));
   std::thread producer([&] {
     std::this_thread::sleep_for(50ms);
@@ -228,7 +229,8 @@ TEST(ShmRingConcurrencyTest, SleepIsWokenByProducer) {
 TEST(ShmRingConcurrencyTest, SleepTimesOut) {
   LocalRing lr(64);
   Ring* ring = lr.ring;
-  const uint32_t w = ring->PrepareToSleep();
+  const uint32_t w = ring->PrepareToWait();
+  ASSERT_TRUE(ring->AnnounceSleep());
   const auto t0 = Clock::now();
   Ring::WakeReason why = Ring::WakeReason::kInterrupted;
   while (why == Ring::WakeReason::kInterrupted) why = ring->Sleep(w, 20'000'000);
@@ -245,59 +247,133 @@ TEST(ShmRingConcurrencyTest, ProducersOnlyWakeASleepingConsumer) {
   const uint32_t before = ring->wake_word();
   ASSERT_TRUE(ring->TryProduce("a", 1, nullptr, 0));
   EXPECT_EQ(ring->wake_word(), before);  // awake consumer: no futex traffic
+  RecordView v;
+  ASSERT_TRUE(ring->Peek(&v));
+  ring->Release(v);
 
-  // A record committed between PrepareToSleep and Sleep (the lost-wake-up
+  // A record committed between the announcement and Sleep (the lost-wake-up
   // window) makes Sleep return at once instead of sleeping.
-  const uint32_t w = ring->PrepareToSleep();
+  const uint32_t w = ring->PrepareToWait();
+  ASSERT_TRUE(ring->AnnounceSleep());
   ASSERT_TRUE(ring->TryProduce("b", 1, nullptr, 0));
   EXPECT_NE(ring->wake_word(), w);
   const auto t0 = Clock::now();
   EXPECT_EQ(ring->Sleep(w, 5'000'000'000), Ring::WakeReason::kWoken);
   EXPECT_LT(Clock::now() - t0, 1s);
   ring->FinishSleep();
+  // Only the first record after an announcement wakes: it took the marker.
   const uint32_t after = ring->wake_word();
   ASSERT_TRUE(ring->TryProduce("c", 1, nullptr, 0));
   EXPECT_EQ(ring->wake_word(), after);
 }
 
-// A consumer that sleeps whenever the ring looks empty, with a long timeout:
-// any lost wake-up shows up as a timeout.
-TEST(ShmRingConcurrencyTest, SleepWakeStressLosesNoWakeUp) {
+// What an announcement covers: the records reserved after it. One reserved
+// before it and not consumed yet makes AnnounceSleep say "not covered" (its
+// commit sends no wake-up); with everything consumed it covers again.
+TEST(ShmRingConcurrencyTest, AnnouncementCoversOnlyRecordsReservedAfterIt) {
   LocalRing lr(64);
   Ring* ring = lr.ring;
-  constexpr uint64_t kRecords = 20000;
-  std::thread producer([&] {
-    const auto deadline = Clock::now() + 60s;
-    for (uint64_t i = 0; i < kRecords; ++i) {
-      while (!ring->TryProduce(&i, sizeof(i), nullptr, 0)) {
-        if (Clock::now() > deadline) return;
-        std::this_thread::yield();
+  Reservation r;
+  ASSERT_TRUE(ring->TryReserve(8, &r));
+  EXPECT_FALSE(ring->AnnounceSleep());
+  const uint32_t w = ring->wake_word();
+  ring->Commit(r);
+  EXPECT_EQ(ring->wake_word(), w);      // reserved before the announcement: no wake-up
+  EXPECT_FALSE(ring->AnnounceSleep());  // committed, still not consumed
+  RecordView v;
+  ASSERT_TRUE(ring->Peek(&v));
+  ring->Release(v);
+  EXPECT_TRUE(ring->AnnounceSleep());
+  EXPECT_TRUE(ring->AnnounceSleep());  // announced twice: one marker
+  ASSERT_TRUE(ring->TryReserve(8, &r));
+  ring->Commit(r);
+  EXPECT_NE(ring->wake_word(), w);  // reserved after it: woken
+  ASSERT_TRUE(ring->Peek(&v));
+  ring->Release(v);
+}
+
+// A consumer that sleeps whenever the ring looks empty, for as long as its
+// announcement allows: a whole second when it covers every record, else
+// Ring::kUncoveredSleepNs. Any lost wake-up shows up as a covered sleep that
+// timed out. `producers` threads, each pausing now and then so that the
+// consumer sleeps often, and a small ring so that they also find it full.
+// Fails when producers commit without waking (e.g. a commit that ignores
+// the marker, or an AnnounceSleep that claims to cover a record reserved
+// before it).
+void SleepWakeStress(uint32_t producers, uint64_t per_producer) {
+  LocalRing lr(64);
+  Ring* ring = lr.ring;
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < producers; ++p) {
+    threads.emplace_back([ring, p, per_producer] {
+      const auto deadline = Clock::now() + 60s;
+      for (uint64_t i = 0; i < per_producer; ++i) {
+        const uint64_t value = (uint64_t{p} << 32) | i;
+        if (i % 4 == 1) {
+          // Reserve, pause, then commit: the consumer often announces its
+          // sleep while this record is outstanding (not covered).
+          Reservation r;
+          while (!ring->TryReserve(sizeof(value), &r)) {
+            if (Clock::now() > deadline) return;
+            std::this_thread::yield();
+          }
+          r.Write(0, &value, sizeof(value));
+          std::this_thread::sleep_for(std::chrono::microseconds(i % 20));
+          ring->Commit(r);
+        } else {
+          while (!ring->TryProduce(&value, sizeof(value), nullptr, 0)) {
+            if (Clock::now() > deadline) return;
+            std::this_thread::yield();
+          }
+        }
+        if (i % 8 == p % 8) std::this_thread::sleep_for(std::chrono::microseconds(i % 50));
       }
-      if (i % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(i % 50));
-    }
-  });
-  uint64_t next = 0;
-  int timeouts = 0;
+    });
+  }
+  std::vector<uint64_t> next(producers, 0);
+  uint64_t total = 0;
+  int covered_timeouts = 0, sleeps = 0;
+  bool bad = false;
   const auto deadline = Clock::now() + 60s;
-  while (next < kRecords && Clock::now() < deadline) {
+  while (total < producers * per_producer && Clock::now() < deadline && !bad &&
+         covered_timeouts == 0) {
     RecordView v;
     if (ring->Peek(&v)) {
       uint64_t got = ~0ull;
       v.CopyOut(0, &got, sizeof(got));
-      ASSERT_EQ(got, next);
+      const uint32_t p = static_cast<uint32_t>(got >> 32);
+      if (p >= producers || (got & 0xffffffffu) != next[p]) {
+        ADD_FAILURE() << "bad record " << std::hex << got;
+        bad = true;
+      } else {
+        ++next[p];
+      }
       ring->Release(v);
-      ++next;
+      ++total;
       continue;
     }
-    const uint32_t w = ring->PrepareToSleep();
-    if (!ring->Peek(&v) && ring->Sleep(w, 2'000'000'000) == Ring::WakeReason::kTimedOut) {
-      ++timeouts;
+    const uint32_t w = ring->PrepareToWait();
+    const bool covered = ring->AnnounceSleep();
+    if (!ring->Peek(&v)) {
+      ++sleeps;
+      const Ring::WakeReason why =
+          ring->Sleep(w, covered ? 1'000'000'000 : Ring::kUncoveredSleepNs);
+      if (covered && why == Ring::WakeReason::kTimedOut) ++covered_timeouts;
     }
     ring->FinishSleep();
   }
-  producer.join();
-  EXPECT_EQ(next, kRecords);
-  EXPECT_EQ(timeouts, 0);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(total, producers * per_producer);
+  EXPECT_EQ(covered_timeouts, 0) << "lost wake-ups in " << sleeps << " sleeps";
+  EXPECT_GT(sleeps, 0);  // the handshake was exercised
+}
+
+TEST(ShmRingConcurrencyTest, SleepWakeStressLosesNoWakeUp) {
+  SleepWakeStress(1, 8000);
+}
+
+TEST(ShmRingConcurrencyTest, SleepWakeStressWithManyProducersLosesNoWakeUp) {
+  SleepWakeStress(4, 4000);
 }
 
 // A producer killed between reserve and commit: the consumer skips its record

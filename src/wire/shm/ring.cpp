@@ -32,6 +32,11 @@ constexpr int kTagShift = 36;
 constexpr uint64_t kStateMask = 3;
 constexpr uint64_t kSlotsMask = 0xfff;
 constexpr uint64_t kPidMask = (1u << 22) - 1;
+// What a consumer that announces its sleep puts in the reserve word in place
+// of the last claim (ring.h, "Sleep handshake"): state 3, which no seq word
+// holds, so that PublishClaim and PublishStalledClaim never take it for a
+// claim.
+constexpr uint64_t kConsumerAsleep = 3;
 
 constexpr uint64_t Word(uint64_t lap, uint32_t pid, uint32_t nslots, uint64_t state) {
   return (lap << kTagShift) | (uint64_t{pid} << kPidShift) | (uint64_t{nslots} << kSlotsShift) |
@@ -158,7 +163,6 @@ Ring::Ring(uint32_t slot_count, size_t region_bytes)
       published_end_(0),
       consume_pos_(0),
       wake_word_(0),
-      consumer_sleeping_(0),
       consumer_lock_(0),
       dead_skips_(0) {
   // Position i (lap 0) starts out free.
@@ -232,7 +236,8 @@ void Ring::Locate(uint64_t pos, uint32_t len, View* v) const {
 // the record header and the payload's place (Locate's result, from values
 // the caller holds in registers).
 inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
-                                  uint32_t bytes, uint64_t claim, Reservation* r) const {
+                                  uint32_t bytes, uint64_t claim, uint64_t last,
+                                  Reservation* r) const {
   std::byte* const rec = slot_data + (p & mask) * kSlotBytes;
   // The commit will store to the head's seq word: ask for its line now, so
   // that it comes while the record is written rather than after (the
@@ -247,6 +252,7 @@ inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std
   r->size_ = bytes;
   r->pos_ = p;
   r->word_ = claim;
+  r->wake_ = last == kConsumerAsleep;
 }
 
 // One 16-byte locked CAS. On x86-64 as an explicit cmpxchg16b: compiler
@@ -277,8 +283,12 @@ inline void Ring::FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std
 }
 
 void Ring::ReadReserveWord(uint64_t* pos, uint64_t* last) const {
-  // reserve_pos_ grows with every change of the word, so a last_claim_ read
-  // between two equal reads of it belongs to that position.
+  // reserve_pos_ grows with every change of the word but one, so a
+  // last_claim_ read between two equal reads of it belongs to that position.
+  // The one: a consumer's announcement replaces the last claim at the same
+  // position (AnnounceSleep, after making sure the claim is in its seq
+  // word). A claim read just before it is then stale: a CAS with it fails,
+  // and publishing it again does nothing.
   uint64_t p = reserve_pos_.load(std::memory_order_acquire);
   for (;;) {
     const uint64_t l = last_claim_.load(std::memory_order_acquire);
@@ -344,7 +354,7 @@ bool Ring::TryReserve(uint32_t bytes, Reservation* r) {
       [[likely]] {
     const uint64_t claim = Word(p >> slot_shift_, pid, n, kClaimed);
     if (CasReserveWord(p, last, p + n, claim)) [[likely]] {
-      FillReservation(p, mask, slots, data(), bytes, claim, r);
+      FillReservation(p, mask, slots, data(), bytes, claim, last, r);
       return true;
     }
   }
@@ -386,7 +396,7 @@ bool Ring::TryReserveLoop(uint32_t bytes, Reservation* r) {
     if (published_end_.load(std::memory_order_relaxed) != p) PublishClaim(p, last);
     const uint64_t claim = Word(Lap(p), pid, n, kClaimed);
     if (CasReserveWord(p, last, p + n, claim)) {
-      FillReservation(p, mask, slots, data(), bytes, claim, r);
+      FillReservation(p, mask, slots, data(), bytes, claim, last, r);
       return true;
     }
     // Another producer reserved meanwhile: start over from the new word.
@@ -445,10 +455,11 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   Reservation::CopySmall(rec + kRecordHeaderBytes, static_cast<const std::byte*>(hdr), hdr_len);
   Reservation::CopySmall(rec + kRecordHeaderBytes + hdr_len, static_cast<const std::byte*>(payload),
                          payload_len);
-  // Commit, as Commit(): seq_cst store, then the seq_cst look at the flag.
-  words[index].store((claim & ~kStateMask) | kCommitted, std::memory_order_seq_cst);
+  // Commit, as Commit(): a release store, and a wake-up if the claim took a
+  // sleeping consumer's announcement.
+  words[index].store((claim & ~kStateMask) | kCommitted, std::memory_order_release);
   published_end_.store(p + n, std::memory_order_release);
-  if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+  if (last == kConsumerAsleep) [[unlikely]]
     return WakeAfterCommit();
   return true;
 }
@@ -475,8 +486,7 @@ bool Ring::WakeAfterCommit() {
 bool Ring::PeekAt(uint64_t* cursor, RecordView* v) {
   for (;;) {
     const uint64_t c = *cursor;
-    // seq_cst: the consumer's half of the lost-wake-up handshake (see Commit).
-    const uint64_t w = seq(c).load(std::memory_order_seq_cst);
+    const uint64_t w = seq(c).load(std::memory_order_acquire);
     if (Tag(w) != TagOfLap(Lap(c))) return false;  // only a corrupt region gets here
     if (State(w) == kCommitted) {
       // Clamp what a corrupt word or header could claim, so that a bad record
@@ -565,13 +575,13 @@ Ring::HeadState Ring::Head() const {
 
 Ring::HeadState Ring::Head(uint64_t* pos) const {
   uint64_t c = consume_pos_.load(std::memory_order_acquire);
-  uint64_t w = seq(c).load(std::memory_order_seq_cst);
+  uint64_t w = seq(c).load(std::memory_order_acquire);
   // A consumer that moved on meanwhile reset the slot for its next lap,
   // which reads as "empty" at a position that is no longer the head: a
   // record committed at the new head would go unnoticed. Look again there.
   for (uint64_t now; (now = consume_pos_.load(std::memory_order_acquire)) != c;) {
     c = now;
-    w = seq(c).load(std::memory_order_seq_cst);
+    w = seq(c).load(std::memory_order_acquire);
   }
   *pos = c;
   if (Tag(w) != TagOfLap(Lap(c))) return HeadState::kEmpty;
@@ -591,9 +601,21 @@ void Ring::Wake(uint32_t bits) {
           nullptr, bits);
 }
 
-uint32_t Ring::PrepareToSleep() {
-  consumer_sleeping_.fetch_add(1, std::memory_order_seq_cst);
-  return wake_word_.load(std::memory_order_seq_cst);
+bool Ring::AnnounceSleep() {
+  for (;;) {
+    uint64_t p = 0, last = 0;
+    ReadReserveWord(&p, &last);
+    const uint64_t c = consume_pos_.load(std::memory_order_acquire);
+    // A claim leaves the reserve word only once it is in its seq word (see
+    // "helping" in ring.h), our marker's CAS as a producer's.
+    if (last != kConsumerAsleep && published_end_.load(std::memory_order_relaxed) != p)
+      PublishClaim(p, last);
+    // Even when the marker is there already (another waiting thread, or an
+    // earlier sleep that no producer ended): a locked operation that reads
+    // the word as it is now, after the caller took the wake word. A producer
+    // that takes the marker after it moves the wake word after it.
+    if (CasReserveWord(p, last, p, kConsumerAsleep)) return p == c;
+  }
 }
 
 Ring::WakeReason Ring::Sleep(uint32_t expected, int64_t timeout_ns, uint32_t wake_bits) {

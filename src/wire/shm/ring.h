@@ -31,13 +31,29 @@
 //   bits 63..36  lap tag: (pos >> log2(slot_count)) mod 2^28
 //   bits 35..14  pid of the claimer (0 = unknown: never treated as dead)
 //   bits 13..2   number of slots of the record (head slot only)
-//   bits  1..0   state: free / claimed / committed
+//   bits  1..0   state: free / claimed / committed (a fourth, the sleeping
+//                consumer's marker, appears only in the reserve word)
 // Every slot is rewritten once per lap (commit, and maybe a published claim
 // before it, on heads; reset to "free for the next lap" by the consumer on
 // release for all slots), so the consumer never sees a stale word that could
 // pass for the current lap. A helper that stalls for 2^28 laps between
 // reading the reserve word and its CAS could be fooled by the truncated tag;
 // with a 1 MiB ring that is 256 TiB of traffic.
+//
+// Sleep handshake (layout version 5). A consumer about to sleep announces it
+// in the reserve word, by a CAS that puts kConsumerAsleep (ring.cpp) in
+// place of the last claim. A producer's reservation CAS replaces the marker
+// in turn, so exactly the first producer to reserve after an announcement
+// sees it, and that producer wakes the consumer after its commit. The commit
+// itself is then a plain release store with nothing after it: before, it
+// was a seq_cst store followed by a load of a sleep flag (a Dekker pair with
+// the consumer), and that full barrier made every producer wait for the
+// record's lines to come over from the consumer's core before it could go
+// on (75% of an ib_send_bw -s 8 sender's samples in TryProduce). The marker
+// covers records reserved after it only: AnnounceSleep says whether every
+// record reserved before it was already consumed; if not, one of them may
+// commit without a wake-up, and the consumer sleeps kUncoveredSleepNs at
+// most.
 //
 // Producers read the consumer position only when the ring looks full by the
 // value a producer last read (consume_seen_, on the producers' own line):
@@ -143,6 +159,7 @@ class Reservation : public SplitBytes<std::byte> {
   bool WriteSlow(uint32_t offset, const void* src, uint32_t len) const;
   uint64_t pos_ = 0;
   uint64_t word_ = 0;  // the claim word, turned into the commit word
+  bool wake_ = false;  // the claim replaced a sleeping consumer's announcement
 };
 
 // A committed record at the consumer position, valid until Release.
@@ -177,8 +194,11 @@ class RecordView : public SplitBytes<const std::byte> {
 class alignas(kCacheLine) Ring {
  public:
   // 2: consume_seen_; 3: the reserve word; 4: consumer_sleeping_ counts the
-  // announced sleepers and commits wake consumers only (kWakeConsumer).
-  static constexpr uint32_t kVersion = 4;
+  // announced sleepers and commits wake consumers only (kWakeConsumer);
+  // 5: sleep is announced in the reserve word, commits are release stores
+  // (consumer_sleeping_ is gone). Attach refuses any other version, so
+  // processes of two library versions never share a ring.
+  static constexpr uint32_t kVersion = 5;
   static constexpr uint32_t kMinSlots = 2;
   static constexpr uint32_t kMaxSlots = 1u << 24;    // 1 GiB of data
   static constexpr uint32_t kMaxRecordSlots = 4095;  // 12-bit field of the seq word
@@ -218,17 +238,15 @@ class alignas(kCacheLine) Ring {
   // Reserves a record of `bytes` payload bytes. False if the ring lacks room
   // (nothing changed: retry after the consumer drains) or bytes > MaxPayload().
   bool TryReserve(uint32_t bytes, Reservation* r);
-  // Publishes the record; wakes the consumer if it sleeps. Inline: one
-  // store and one load on every record (the wake-up is the rare call).
-  // seq_cst store then seq_cst load of consumer_sleeping, mirrored by
-  // PrepareToSleep (store flag) and Peek (seq_cst load of the head word): of
-  // the two sides at least one sees the other, so no wake-up is lost.
+  // Publishes the record; wakes the consumer if its reservation took a
+  // sleeping consumer's announcement (see "Sleep handshake" above). Inline:
+  // two release stores on every record, no barrier.
   void Commit(const Reservation& r) {
-    seq(r.pos_).store((r.word_ & ~kSeqStateMask) | kSeqCommitted, std::memory_order_seq_cst);
+    seq(r.pos_).store((r.word_ & ~kSeqStateMask) | kSeqCommitted, std::memory_order_release);
     // After the commit (see "helping" above): producers then need not look
     // at this record's seq word, the line the consumer polls.
     published_end_.store(r.pos_ + ((r.word_ >> 2) & kMaxRecordSlots), std::memory_order_release);
-    if (consumer_sleeping_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+    if (r.wake_) [[unlikely]]
       Wake(kWakeConsumer);
   }
   // Gives the reservation up (e.g. filling it failed): the consumer skips it.
@@ -258,24 +276,32 @@ class alignas(kCacheLine) Ring {
   template <typename Fn>
   size_t ConsumeBatch(size_t max, Fn&& fn);
 
-  // Sleep protocol: w = PrepareToSleep(); if (!Peek(&v)) Sleep(w, t);
-  // FinishSleep(). Producers make a system call only between PrepareToSleep
-  // and FinishSleep. If the head record is reserved but uncommitted, pass a
-  // timeout: a live producer's commit wakes the consumer, a dead one never
-  // will, and only Peek notices that it died.
-  uint32_t PrepareToSleep();
-  // The same in two steps, for a consumer that must take the wake word
-  // before other checks of its own (so that a Wake() after them ends the
-  // wait): w = PrepareToWait(); <checks>; [AnnounceSleep(); look at the
-  // head again;] Sleep(w, t); [FinishSleep()]. Without AnnounceSleep the
-  // wait is a quiet one: producers' commits do not end it (they pay no
-  // system call), only Wake() or the timeout does.
+  // Sleep protocol: w = PrepareToWait(); <checks of the caller's own>;
+  // covered = AnnounceSleep(); if (!Peek(&v)) Sleep(w, covered ? t :
+  // kUncoveredSleepNs); FinishSleep(). The wake word is taken first, so
+  // that a Wake() after it ends the wait. Producers make a system call only
+  // for an announcement (at most one per announcement). Without
+  // AnnounceSleep the wait is a quiet one: producers' commits do not end
+  // it, only Wake() or the timeout does. If the head record is reserved but
+  // uncommitted, pass a timeout even when covered: a live producer's commit
+  // wakes the consumer, a dead one never will, and only Peek notices that
+  // it died.
   uint32_t PrepareToWait() const { return wake_word_.load(std::memory_order_seq_cst); }
-  // Announcements are counted: two threads of the owner may wait announced
+  // Announces a sleep in the reserve word (see "Sleep handshake" above): the
+  // first producer to reserve after it wakes one consumer after its commit.
+  // True if the announcement covers every record not yet consumed, i.e.
+  // nothing reserved before it is left; false if some record reserved
+  // before it is still in the ring: if that one is not committed yet (the
+  // head is not ready), its commit sends no wake-up, so sleep
+  // kUncoveredSleepNs at most. Two threads of the owner may wait announced
   // at once (the progress thread and an application thread blocked for a
-  // completion event). Every AnnounceSleep (and PrepareToSleep) is followed
-  // by exactly one FinishSleep.
-  void AnnounceSleep() { consumer_sleeping_.fetch_add(1, std::memory_order_seq_cst); }
+  // completion event): one announcement serves both, and the producer wakes
+  // one of them, as any consumer will do.
+  bool AnnounceSleep();
+  // How long a consumer whose announcement did not cover every record
+  // sleeps at most: a producer between its reservation and its commit
+  // commits within a microsecond unless it was preempted (or died).
+  static constexpr int64_t kUncoveredSleepNs = 50'000;
   enum class WakeReason { kWoken, kTimedOut, kInterrupted };
   // Who a wake-up is for (FUTEX_WAIT_BITSET): a commit wakes one waiter that
   // consumes (kWakeConsumer); the owner's kicks of its progress thread
@@ -292,7 +318,11 @@ class alignas(kCacheLine) Ring {
   // that name one of `wake_bits`; timeout_ns < 0 waits without limit.
   WakeReason Sleep(uint32_t expected, int64_t timeout_ns = -1,
                    uint32_t wake_bits = kWakeConsumer | kWakeThread);
-  void FinishSleep() { consumer_sleeping_.fetch_sub(1, std::memory_order_relaxed); }
+  // Ends an announced wait. The announcement stays in the reserve word until
+  // the next reservation takes it (that producer then makes one futex call
+  // that may find nobody waiting): taking it back would need to know that no
+  // other thread of the owner still waits on it.
+  void FinishSleep() {}
 
   // ---- observation (any process; approximate while producers run) ----
   uint64_t UsedSlots() const;
@@ -376,8 +406,8 @@ class alignas(kCacheLine) Ring {
     __builtin_prefetch(data() + (c & (slot_count_ - 1)) * kSlotBytes);
     __builtin_prefetch(data() + ((c + 1) & (slot_count_ - 1)) * kSlotBytes);
     *lap = Lap(c);
-    // seq_cst as in Head(): the consumer's half of the wake-up handshake.
-    return seq(c).load(std::memory_order_seq_cst);
+    // Acquire: the record's bytes, stored before its commit, are seen.
+    return seq(c).load(std::memory_order_acquire);
   }
   template <typename View, typename Byte>
   void Locate(uint64_t pos, uint32_t len, View* v) const;
@@ -400,7 +430,7 @@ class alignas(kCacheLine) Ring {
   // record's head seq word (see "helping" above).
   void PublishClaim(uint64_t end, uint64_t last);
   void FillReservation(uint64_t p, uint64_t mask, uint32_t slots, std::byte* slot_data,
-                       uint32_t bytes, uint64_t claim, Reservation* r) const;
+                       uint32_t bytes, uint64_t claim, uint64_t last, Reservation* r) const;
 
   // The committed, uncancelled record that `w` (the seq word at `pos`)
   // announces, as PeekAt would return it, without its call: what a drain
@@ -453,9 +483,9 @@ class alignas(kCacheLine) Ring {
   std::atomic<uint64_t> published_end_;
   // Written by the consumer only, read by producers for the space check.
   alignas(kCacheLine) std::atomic<uint64_t> consume_pos_;
-  // Wake-up: read by every commit, written when the consumer sleeps.
+  // Wake-up: the futex word, moved by every Wake().
   alignas(kCacheLine) std::atomic<uint32_t> wake_word_;
-  std::atomic<uint32_t> consumer_sleeping_;
+  [[maybe_unused]] uint32_t pad2_ = 0;
   // Consumer-private state (protected by the consumer lock).
   alignas(kCacheLine) std::atomic<uint32_t> consumer_lock_;
   [[maybe_unused]] uint32_t pad1_ = 0;
@@ -472,9 +502,9 @@ size_t Ring::ConsumeBatch(size_t max, Fn&& fn) {
   RecordView v;
   // One load of the seq word answers the two common cases inline: the slot
   // is free (after the last record of a batch) or holds a committed record.
-  // seq_cst as PeekAt's own load.
+  // Acquire, paired with the commit's release store.
   while (done < max) {
-    const uint64_t w = seq(cursor).load(std::memory_order_seq_cst);
+    const uint64_t w = seq(cursor).load(std::memory_order_acquire);
     if (w == FreeWordOfLap(Lap(cursor))) break;
     if (!ViewCommitted(cursor, w, &v) && !PeekAt(&cursor, &v)) break;
     // The next record's data line, if it is committed (a line still being
