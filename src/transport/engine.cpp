@@ -1078,6 +1078,8 @@ bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
 
 void Engine::ThreadMain() {
   t_progress_thread = true;
+  // Named for `top -H`, `perf sched` and the tests.
+  prctl(PR_SET_NAME, "softrdma-prog", 0, 0, 0);
   AppWatch watch;
   watch.seen_polls = app_polls_.load(std::memory_order_relaxed);
   bool watch_again = false;        // the last watch ended on a record left for us
