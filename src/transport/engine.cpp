@@ -93,6 +93,18 @@ constexpr int kRoceSettleBatches = 64;
 // wake-up of this thread). Meanwhile the shm ring is not watched (its commits
 // wait at most this long) and nothing is spent: the thread is blocked.
 constexpr uint64_t kRoceLingerNs = 50000;  // 50 us
+// How long datagrams may wait on the RoCE port of a polling application
+// before the progress thread concludes that they were left for it (see
+// Engine::WatchRocePort): a busy poller whose port went idle looks once per
+// kRoceIdleLookNs, so this is that with a margin for a poll loop that does
+// other work in between.
+constexpr uint64_t kRoceAppGraceNs = 50000;  // 50 us
+// Wake-ups of a watch on the port that found it emptied by the application,
+// since the thread's last take, before the watch leaves the port alone: a
+// busy poller pays this many wake-ups at most (a few milliseconds' worth).
+constexpr uint32_t kRoceEmptyWakesBeforeQuiet = 256;
+// Batches the watch takes at once from a port whose datagrams were left.
+constexpr int kRoceWatchBatches = 4;
 // How often a record stuck half-written at the head of the ring is looked at.
 constexpr uint64_t kPendingRecheckNs = 100000000;  // 100 ms
 // How often work blocked on a full peer ring is retried by the thread.
@@ -1011,7 +1023,12 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
     uint64_t deadline = watch->window_start + watch->window;
     if (timing) deadline = std::min(deadline, timed_since + grace);
     if (watch->timer_deadline > now) deadline = std::min(deadline, watch->timer_deadline);
+    if (WatchRocePort(watch, now, &deadline)) continue;
     const auto timeout = static_cast<int64_t>(deadline - now);  // > 0: checked above
+    // Datagrams left for us before: the port's watcher wakes us when one
+    // comes (not while some are given their grace: it would wake at once).
+    const bool arm_port = watch->on_port && !watch->port_timing;
+    if (arm_port) ArmRoceWatcher();
     if (watch->on_ring && !ready) {
       // An announcement that does not cover a record being written when it
       // was made leaves that record to the window's timing, as when quiet.
@@ -1025,6 +1042,7 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
     } else {
       ring_->Sleep(word, timeout, shm::Ring::kWakeThread);  // quiet: no commit ends it
     }
+    if (arm_port) roce_watch_armed_.store(0, std::memory_order_relaxed);
   }
   thread_state_.store(kRunning, std::memory_order_relaxed);
   if (end == WatchEnd::kRecordLeft) {
@@ -1033,6 +1051,77 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
     watch->app_drains = 0;
   }
   return end;
+}
+
+// The RoCE port during a watch. The ring's rule (kRecordLeft) for datagrams:
+// a polling application takes them in its polls (PollRoce), but one that
+// spins on memory (ib_write_lat waits for the peer's WRITE and polls its CQ
+// once per iteration) never does, and on a NIC the WRITE lands by DMA with
+// no help from it. So: at each window's end (and, once on_port, whenever
+// the port's watcher wakes us) look whether datagrams wait; give them
+// kRoceAppGraceNs; if the application took none meanwhile, take them, and
+// from then on arm the watcher during the watch's sleeps (a wake-up and the
+// grace per datagram the application leaves, instead of waiting up to a
+// window: 6-8 ms per ib_write_lat iteration before). kAppDrainsBeforeQuiet
+// takes by the application within the grace, or kRoceEmptyWakesBeforeQuiet
+// wake-ups that found the port emptied, since our last take and the watch
+// leaves the port alone again, so a busy poller pays few wake-ups.
+// true: datagrams taken (look again before sleeping). Else *deadline is
+// lowered to the grace's end if one runs.
+bool Engine::WatchRocePort(AppWatch* watch, uint64_t now, uint64_t* deadline) {
+  const int fd = roce_watch_fd_.load(std::memory_order_relaxed);
+  if (!roce_active_.load(std::memory_order_relaxed) || fd < 0) {
+    watch->port_timing = false;
+    return false;
+  }
+  const bool window_ended = watch->window_start != watch->port_window_seen;
+  watch->port_window_seen = watch->window_start;
+  if (!watch->on_port && !watch->port_timing && !window_ended) return false;
+  const uint64_t takes = roce_app_takes_.load(std::memory_order_relaxed);
+  const bool woken = roce_watcher_woke_.exchange(false, std::memory_order_relaxed);
+  pollfd readable{fd, POLLIN, 0};
+  const bool waiting = poll(&readable, 1, 0) > 0;
+  // The application took datagrams within their grace: it polls the port.
+  if (watch->port_timing && takes != watch->port_takes_seen) {
+    watch->port_timing = false;
+    if (watch->on_port && ++watch->port_app_takes >= kAppDrainsBeforeQuiet) watch->on_port = false;
+  }
+  // Woken for datagrams that the application took before we looked: it
+  // polls too, but such a wake-up is also what an application polling for
+  // its own ACK (ib_write_lat) causes once per iteration, so only a long run
+  // of them since our last take ends the port watch.
+  if (woken && !waiting && watch->on_port &&
+      ++watch->port_empty_wakes >= kRoceEmptyWakesBeforeQuiet)
+    watch->on_port = false;
+  if (!waiting) {
+    watch->port_timing = false;
+    return false;
+  }
+  if (!watch->port_timing) {
+    watch->port_timing = true;
+    watch->port_since = now;
+    watch->port_takes_seen = takes;
+  }
+  if (now - watch->port_since < kRoceAppGraceNs) {
+    *deadline = std::min(*deadline, watch->port_since + kRoceAppGraceNs);
+    return false;
+  }
+  watch->port_timing = false;
+  watch->on_port = true;
+  watch->port_app_takes = 0;
+  watch->port_empty_wakes = 0;
+  for (int batch = 0; batch < kRoceWatchBatches && PollRoce(); ++batch) {
+  }
+  return true;
+}
+
+// Before a sleep: a datagram on the port wakes the thread (RoceWatchMain).
+// Called after the sleep's PrepareToWait, so that the watcher's Wake() ends
+// it; the caller clears roce_watch_armed_ after the sleep.
+void Engine::ArmRoceWatcher() {
+  roce_watcher_woke_.store(false, std::memory_order_relaxed);
+  roce_watch_armed_.store(1, std::memory_order_seq_cst);
+  FutexWakePrivate(&roce_watch_armed_);
 }
 
 // With one CPU the thread runs only while the application does not, so a
@@ -1264,8 +1353,10 @@ void Engine::RoceWatchMain() {
     // is awake, or the application polls, and finds it). Then wait until
     // the thread sleeps again, having drained the port meanwhile: the fd
     // stays readable until then, and polling it would spin.
-    if (roce_watch_armed_.exchange(0, std::memory_order_seq_cst))
+    if (roce_watch_armed_.exchange(0, std::memory_order_seq_cst)) {
+      roce_watcher_woke_.store(true, std::memory_order_relaxed);
       ring_->Wake(shm::Ring::kWakeThread);
+    }
     while (roce_watch_armed_.load(std::memory_order_seq_cst) == 0 &&
            !roce_watch_quit_.load(std::memory_order_relaxed))
       FutexWaitPrivate(&roce_watch_armed_, 0, 0);
@@ -1294,6 +1385,9 @@ bool Engine::PollRoce(bool by_app) {
   }
   const int n = PollRoceBatch(port);
   roce_rx_lock_.unlock();
+  if (by_app && n > 0)
+    roce_app_takes_.store(roce_app_takes_.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
   if (n > 0)
     roce_empty_polls_.store(0, std::memory_order_relaxed);
   else if (empty < kRoceIdlePolls)

@@ -268,6 +268,18 @@ class Engine {
     // Records the application drained itself since the thread last had to
     // (counted while on_ring): enough of them and the watch goes quiet.
     uint32_t app_drains = 0;
+    // The RoCE port, watched like the ring (Engine::WatchRocePort): datagrams
+    // found waiting get a grace in which a polling application takes them;
+    // still there after it, they were left for the thread (the application
+    // spins on memory that a WRITE in them is to write), which takes them and
+    // from then on has the port's watcher wake it during the watch (on_port).
+    bool on_port = false;
+    uint32_t port_app_takes = 0;    // takes by the application since ours
+    uint32_t port_empty_wakes = 0;  // wake-ups for datagrams it took first
+    bool port_timing = false;       // datagrams are being given their grace
+    uint64_t port_since = 0;        // ... since then
+    uint64_t port_takes_seen = 0;   // roce_app_takes_ then
+    uint64_t port_window_seen = 0;  // window_start at the last look
   };
   enum class WatchEnd { kStopping, kAppStopped, kAppMayBlock, kRecordLeft };
   void StartWatchWindow(AppWatch* watch, uint64_t polls, uint64_t now);
@@ -275,6 +287,8 @@ class Engine {
   void CheckTimersForWatch(AppWatch* watch, uint64_t now);
   static bool OnOneCpu();
   WatchEnd WatchPollingApplication(AppWatch* watch);
+  bool WatchRocePort(AppWatch* watch, uint64_t now, uint64_t* deadline);
+  void ArmRoceWatcher();
   static void OnReclaim(ProcRef dead);
   friend void EngineAtExit();
   friend void EngineAfterFork();
@@ -351,6 +365,11 @@ class Engine {
   uint64_t* roce_polls_word_ = nullptr;
   std::atomic<uint32_t> roce_empty_polls_{0};   // consecutive polls that found nothing
   std::atomic<uint64_t> roce_idle_look_ns_{0};  // when a verbs call last looked at an idle port
+  // Polls by the application that took datagrams (WatchRocePort).
+  std::atomic<uint64_t> roce_app_takes_{0};
+  // Set by the port's watcher when it wakes the thread for a datagram,
+  // cleared by the watch's look (WatchRocePort) and by the arming.
+  std::atomic<bool> roce_watcher_woke_{false};
   // The port's readable fd, watched while the progress thread sleeps
   // (RoceWatchMain): set to 1 before a sleep, cleared after; the watcher
   // waits on it (futex) while 0, and in poll() on the fd while 1, and wakes
