@@ -1296,6 +1296,7 @@ roce::PacketPort* Engine::OpenPacketPort() {
                    err.message().c_str());
     else
       StartRoceWatch();
+    roce_port_view_.store(roce_port_.get(), std::memory_order_release);
     roce_port_ready_.store(true, std::memory_order_release);
   }
   return roce_port_.get();
@@ -1307,6 +1308,7 @@ void Engine::SetPacketPortForTesting(std::unique_ptr<roce::PacketPort> port) {
   std::lock_guard<SpinLock> rx(roce_rx_lock_);
   StopRoceWatch();  // it polls the old port's fd
   roce_port_ = std::move(port);
+  roce_port_view_.store(roce_port_.get(), std::memory_order_release);
   StartRoceWatch();
   roce_port_tried_ = true;
   roce_forced_for_testing_ = roce_port_ != nullptr;

@@ -185,7 +185,9 @@ class Engine {
   // The RoCE wire's packet port (transport/roce), opened on first use;
   // nullptr when none can be (then no QP goes over RoCE).
   roce::PacketPort* packet_port() {
-    return roce_port_ready_.load(std::memory_order_acquire) ? roce_port_.get() : OpenPacketPort();
+    return roce_port_ready_.load(std::memory_order_acquire)
+               ? roce_port_view_.load(std::memory_order_acquire)
+               : OpenPacketPort();
   }
   // Tests: an in-process port instead of the UDP one, and every RC/UC peer
   // over it (as SOFTRDMA_WIRE=roce). Before any QP uses the RoCE wire.
@@ -355,6 +357,10 @@ class Engine {
   // time; UnregisterQp takes it to know that no poll still uses a QP).
   std::mutex roce_port_mutex_;
   std::unique_ptr<roce::PacketPort> roce_port_;
+  // roce_port_.get() for readers that hold no lock (packet_port()): a test's
+  // SetPacketPortForTesting replaces the owner while the progress thread may
+  // be asking whether there is a port at all.
+  std::atomic<roce::PacketPort*> roce_port_view_{nullptr};
   std::atomic<bool> roce_port_ready_{false};
   bool roce_port_tried_ = false;
   bool roce_forced_for_testing_ = false;

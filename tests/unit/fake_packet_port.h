@@ -60,10 +60,17 @@ class FakePacketPort : public roce::PacketPort {
       }
     }
   }
-  uint64_t sent() const { return sent_; }
+  // Under the port's lock: the progress thread sends while a test reads.
+  uint64_t sent() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sent_;
+  }
   // Datagrams the receiver's sink has returned from (fully handled).
   uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
-  uint64_t dropped() const { return dropped_; }
+  uint64_t dropped() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return dropped_;
+  }
   // Calls of Poll (looks at the port, whether or not anything waited).
   uint64_t polls() const { return polls_.load(std::memory_order_relaxed); }
 
@@ -138,7 +145,7 @@ class FakePacketPort : public roce::PacketPort {
     return p > 0 && std::uniform_real_distribution<double>(0, 1)(random_) < p;
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   Faults faults_;
   std::mt19937 random_;
   DropIf drop_if_;
