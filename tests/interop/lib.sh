@@ -322,6 +322,11 @@ sr_pingpong_client() {
   fi
   sr_wait "$SR_SERVER_PID"
   SR_SERVER_RC=$SR_RC
+  sr_show_pair_outputs
+}
+
+# Logs both sides' exit codes (SR_SERVER_RC, SR_CLIENT_RC) and outputs.
+sr_show_pair_outputs() {
   sr_log "server exit code $SR_SERVER_RC; output:"
   sed 's/^/  server| /' "$SR_SERVER_OUT"
   sr_log "client exit code $SR_CLIENT_RC; output:"

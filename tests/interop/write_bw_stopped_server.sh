@@ -41,10 +41,7 @@ SR_CLIENT_RC=$SR_RC
 ((SR_CLIENT_RC == 0)) || sr_kill_group "$SR_SERVER_PID" TERM
 sr_wait "$SR_SERVER_PID"
 SR_SERVER_RC=$SR_RC
-sr_log "server exit code $SR_SERVER_RC; output:"
-sed 's/^/  server| /' "$SR_SERVER_OUT"
-sr_log "client exit code $SR_CLIENT_RC; output:"
-sed 's/^/  client| /' "$SR_CLIENT_OUT"
+sr_show_pair_outputs
 ((SR_CLIENT_RC == 0)) || sr_fail "client exited with $SR_CLIENT_RC"
 ((SR_SERVER_RC == 0)) || sr_fail "server exited with $SR_SERVER_RC"
 grep -qE '^[[:space:]]+4096[[:space:]]+[0-9]+[[:space:]]+[0-9.]+' "$SR_CLIENT_OUT" ||

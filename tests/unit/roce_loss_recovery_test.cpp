@@ -29,7 +29,7 @@ using testing::RoceTransport;
 namespace tr = transport::roce;
 
 constexpr uint32_t kFirstPsn = 0xFFFFF0;  // the fixture's sq_psn (PSNs wrap)
-constexpr uint8_t kAckOpcode = 0x11;
+using testing::kAckOpcode;
 
 uint32_t PsnOf(const std::vector<uint8_t>& packet) {
   return (uint32_t{packet[9]} << 16) | (uint32_t{packet[10]} << 8) | packet[11];

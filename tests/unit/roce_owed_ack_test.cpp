@@ -22,7 +22,7 @@ using namespace softrdma::verbs;
 using testing::QpOptions;
 using testing::RoceTransport;
 
-constexpr uint8_t kAckOpcode = 0x11;
+using testing::kAckOpcode;
 // More than one poll of the port takes (64): the application's poll sees
 // completions while the rest still waits in the port.
 constexpr uint32_t kSends = 100;

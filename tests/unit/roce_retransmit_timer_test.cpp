@@ -26,7 +26,7 @@ using namespace softrdma::verbs;
 using testing::QpOptions;
 using testing::RoceTransport;
 
-constexpr uint8_t kAckOpcode = 0x11;
+using testing::kAckOpcode;
 
 class RoceRetransmitTimer : public RoceTransport {
  protected:

@@ -31,6 +31,10 @@ namespace softrdma::testing {
 
 using namespace softrdma::verbs;
 
+// BTH opcode of an RC ACKNOWLEDGE (ACKs and NAKs), as tests spot it in the
+// packets the fake port carries.
+inline constexpr uint8_t kAckOpcode = 0x11;
+
 struct QpOptions {
   ibv_qp_type type = IBV_QPT_RC;
   ibv_mtu mtu = IBV_MTU_1024;
