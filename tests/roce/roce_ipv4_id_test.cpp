@@ -1,6 +1,6 @@
 // The ICRC of an IPv4 datagram whose identification is not 0 (UDP GSO
 // segments, senders that number their datagrams): the delta a sender XORs
-// in, and the receiver's search over the first kIpv4IdSearch IDs.
+// in, and the receiver solving the delta for any ID 1..65535.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -22,13 +22,14 @@ NetworkHeaders Ipv4Net(uint16_t id) {
   return net;
 }
 
-// A WRITE MIDDLE packet of `payload` bytes with the ICRC of `id`.
+// A SEND ONLY packet of `payload` bytes (0: the shortest packet, a BTH; odd
+// sizes: with pad) with the ICRC of `id`.
 std::vector<uint8_t> Packet(uint16_t id, size_t payload) {
   TransportHeaders h;
-  h.bth = Bth{.opcode = 0x07, .pkey = 0xFFFF, .dest_qp = 0x11, .psn = 42};
+  h.bth = Bth{.opcode = 0x04, .pkey = 0xFFFF, .dest_qp = 0x11, .psn = 42};
   std::vector<uint8_t> data(payload);
   for (size_t i = 0; i < payload; ++i) data[i] = uint8_t(i * 7 + 3);
-  std::vector<uint8_t> out(12 + payload + kIcrcSize);
+  std::vector<uint8_t> out(12 + payload + 3 + kIcrcSize);  // 3: the most pad
   size_t written = 0;
   EXPECT_TRUE(EncodePacket(Ipv4Net(id), h, data, out, &written).ok());
   out.resize(written);
@@ -49,42 +50,94 @@ TEST(Ipv4IdIcrc, DeltaIsTheDifferenceOfTheTwoIcrcs) {
   EXPECT_EQ(Ipv4IdIcrcDelta(0, 100), 0u);
 }
 
-TEST(Ipv4IdIcrc, SearchFindsEveryIdBelowTheLimitAndNothingElse) {
-  const size_t transport = 12 + 1024;
-  for (uint16_t id = 1; id < kIpv4IdSearch; ++id)
-    EXPECT_EQ(FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(id, transport), transport), id);
-  EXPECT_EQ(FindIpv4IdForIcrcDelta(0, transport), -1);
-  EXPECT_EQ(FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(kIpv4IdSearch, transport), transport), -1);
-  EXPECT_EQ(FindIpv4IdForIcrcDelta(0xDEADBEEF, transport), -1);
+// Transport lengths (BTH .. pad) from the shortest packet (a BTH) to a
+// 4 KiB payload with a RETH and pad, odd ones included.
+constexpr size_t kTransportLengths[] = {
+    12, 13, 16, 28, 12 + 255, 12 + 1024, 12 + 16 + 4096, 12 + 16 + 4096 + 3, 9000 - 20 - 8 - 4};
+
+TEST(Ipv4IdIcrc, SolvesEveryIdAtEveryLength) {
+  for (size_t transport : kTransportLengths) {
+    int wrong = 0;
+    for (uint32_t id = 1; id <= 0xFFFF; ++id)
+      wrong +=
+          FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(uint16_t(id), transport), transport) != int(id);
+    EXPECT_EQ(wrong, 0) << transport;
+    EXPECT_EQ(FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(0xFFFF, transport), transport), 0xFFFF);
+  }
+  EXPECT_EQ(FindIpv4IdForIcrcDelta(0, 12 + 1024), -1);  // ID 0 is no other ID
   // Another length has other deltas (the cache must follow the length).
-  EXPECT_EQ(FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(5, transport), transport + 4), -1);
+  const size_t transport = 12 + 1024;
+  EXPECT_NE(FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(5, transport), transport + 4), 5);
   EXPECT_EQ(FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(5, transport + 4), transport + 4), 5);
+  EXPECT_EQ(FindIpv4IdForIcrcDelta(Ipv4IdIcrcDelta(5, transport), transport), 5);
 }
 
-TEST(Ipv4IdIcrc, ReceiverAcceptsTheFirstIdsOnly) {
+// 2^16 of the 2^32 deltas are IDs': a delta that is not one (a corrupted
+// packet) is refused. Deterministic: a fixed sequence of 2^20 deltas, of
+// which 2^-16 would be expected to pass (16).
+TEST(Ipv4IdIcrc, DeltasThatAreNoIdsAreRefused) {
+  const size_t transport = 12 + 1024;
+  uint32_t x = 0x12345678;
+  int accepted = 0;
+  for (int i = 0; i < 1 << 20; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;  // xorshift32
+    accepted += FindIpv4IdForIcrcDelta(x, transport) > 0;
+  }
+  EXPECT_GE(accepted, 4);
+  EXPECT_LE(accepted, 40);
+  EXPECT_EQ(FindIpv4IdForIcrcDelta(0xDEADBEEF, transport), -1);
+}
+
+TEST(Ipv4IdIcrc, ReceiverAcceptsEveryId) {
   const NetworkHeaders as_read = Ipv4Net(0);  // a UDP socket does not show the ID
-  for (uint16_t id : {0, 1, 7, 63})
-    EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, Packet(id, 4096)).ok()) << id;
-  for (uint16_t id : {64, 300, 0xFFFF})
-    EXPECT_EQ(VerifyIcrcAnyIpv4Id(as_read, Packet(id, 4096)).code(), EILSEQ) << id;
-  std::vector<uint8_t> bad = Packet(3, 4096);
-  bad[100] ^= 1;  // a payload bit: no ID makes it right
-  EXPECT_EQ(VerifyIcrcAnyIpv4Id(as_read, bad).code(), EILSEQ);
+  for (size_t payload : {0u, 1u, 255u, 1024u, 4096u}) {
+    for (uint32_t id : {0u, 1u, 7u, 63u, 64u, 300u, 0x1234u, 0x8000u, 0xFFFEu, 0xFFFFu})
+      EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, Packet(uint16_t(id), payload)).ok())
+          << payload << " " << id;
+  }
+  int refused = 0;
+  for (uint32_t id = 1; id <= 0xFFFF; id += 97)
+    refused += !VerifyIcrcAnyIpv4Id(as_read, Packet(uint16_t(id), 256)).ok();
+  EXPECT_EQ(refused, 0);
   EXPECT_EQ(VerifyIcrc(as_read, Packet(3, 4096)).code(), EILSEQ);  // the exact check stays exact
+}
+
+// Every single-bit error in the transport packet is refused whatever the ID
+// the sender used (none of these is an ID's delta), at the smallest size and
+// at a 4 KiB payload.
+TEST(Ipv4IdIcrc, CorruptedPacketsAreRefusedWhateverTheId) {
+  const NetworkHeaders as_read = Ipv4Net(0);
+  for (size_t payload : {0u, 4096u}) {
+    for (uint16_t id : {0, 5, 0xBEEF}) {
+      std::vector<uint8_t> packet = Packet(id, payload);
+      int accepted = 0;
+      const size_t icrc_at = packet.size() - kIcrcSize;
+      const size_t step = payload > 0 ? 7 : 1;  // 4 KiB: every 7th bit (4,700 flips)
+      for (size_t bit = 0; bit < icrc_at * 8; bit += step) {
+        if (bit / 8 == 4) continue;  // BTH byte 4 is masked: not covered
+        packet[bit / 8] ^= uint8_t(1u << (bit % 8));
+        accepted += VerifyIcrcAnyIpv4Id(as_read, packet).ok();
+        packet[bit / 8] ^= uint8_t(1u << (bit % 8));
+      }
+      EXPECT_EQ(accepted, 0) << payload << " " << id;
+      packet[icrc_at] ^= 1;  // the ICRC itself
+      EXPECT_EQ(VerifyIcrcAnyIpv4Id(as_read, packet).code(), EILSEQ);
+    }
+  }
 }
 
 // The likely ID (the packet's place in its GRO read) is tried first; a wrong
 // guess still finds the right ID, and no guess makes a bad ICRC good.
-TEST(Ipv4IdIcrc, ReceiverTriesTheLikelyIdFirstAndStillSearches) {
+TEST(Ipv4IdIcrc, ReceiverTriesTheLikelyIdFirstAndStillSolves) {
   const NetworkHeaders as_read = Ipv4Net(0);
-  for (uint16_t id : {0, 1, 13, 63}) {
+  for (uint16_t id : {0, 1, 13, 63, 64, 0xFFFF}) {
     const std::vector<uint8_t> packet = Packet(id, 1024);
     EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, packet, id).ok()) << id;
     EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, packet, uint16_t(id == 5 ? 6 : 5)).ok()) << id;
-    EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, packet, 200).ok())
-        << id;  // beyond the search: ignored
+    EXPECT_TRUE(VerifyIcrcAnyIpv4Id(as_read, packet, 200).ok()) << id;
   }
-  EXPECT_EQ(VerifyIcrcAnyIpv4Id(as_read, Packet(64, 1024), 64).code(), EILSEQ);
   std::vector<uint8_t> bad = Packet(3, 1024);
   bad[100] ^= 1;
   for (uint16_t guess : {0, 3, 4})

@@ -205,17 +205,107 @@ uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t transport_length) {
   return delta;
 }
 
+// Solving for the ID. In the CRC's reflected register (bit 31 holds x^0,
+// bit 0 x^31) the delta of ID `id` is m(x) * x^(32 + 8n) mod P, where m(x)
+// is the ID's 16 bits in the order they are sent and n the number of bytes
+// after the ID: the raw CRC of two bytes is m(x) * x^32, and each byte after
+// them multiplies by x^8. x is invertible mod P (P has a constant term), so
+// multiplying a delta by x^-(32 + 8n) gives m(x) back: a polynomial of degree
+// below 16, its 16 higher coefficients zero, whatever the ID.
+namespace {
+
+constexpr uint32_t kReflectedPoly = 0xEDB88320;  // P without x^32, reflected
+constexpr uint32_t kOne = 0x80000000;            // the polynomial 1
+
+constexpr uint32_t TimesX(uint32_t r) {
+  return (r >> 1) ^ ((r & 1) != 0 ? kReflectedPoly : 0);
+}
+// The inverse of TimesX: a set bit 31 can only come from the reduction (the
+// shift leaves bit 31 clear), which happens when x^31 was set.
+constexpr uint32_t DividedByX(uint32_t r) {
+  return (r & kOne) != 0 ? ((r ^ kReflectedPoly) << 1) | 1 : r << 1;
+}
+// a * b mod P, four coefficients of `a` at a time (Horner's rule, from the
+// highest) with the 16 multiples of b by a nibble's polynomial.
+// A register nibble (reg >> s) & 0xF holds, from its bit 3 down, x^0..x^3
+// of its group: bit k is x^(3 - k).
+struct ReductionTable {  // r * x^4 = (r >> 4) ^ reduce[r & 0xF]
+  uint32_t reduce[16] = {};
+  constexpr ReductionTable() {
+    for (uint32_t low = 0; low < 16; ++low) {
+      uint32_t r = low;
+      for (int i = 0; i < 4; ++i) r = TimesX(r);
+      reduce[low] = r;
+    }
+  }
+};
+constexpr ReductionTable kReduction;
+
+struct Multiples {
+  uint32_t of[16] = {};  // of[raw nibble] = its polynomial * b
+  constexpr explicit Multiples(uint32_t b) {
+    const uint32_t b1 = TimesX(b), b2 = TimesX(b1), b3 = TimesX(b2);
+    for (uint32_t raw = 1; raw < 16; ++raw) {
+      of[raw] = ((raw & 8) != 0 ? b : 0) ^ ((raw & 4) != 0 ? b1 : 0) ^ ((raw & 2) != 0 ? b2 : 0) ^
+                ((raw & 1) != 0 ? b3 : 0);
+    }
+  }
+  constexpr uint32_t Times(uint32_t a) const {
+    uint32_t product = of[a & 0xF];  // x^28 .. x^31
+    for (int shift = 4; shift < 32; shift += 4)
+      product = (product >> 4) ^ kReduction.reduce[product & 0xF] ^ of[(a >> shift) & 0xF];
+    return product;
+  }
+};
+
+constexpr uint32_t MultiplyMod(uint32_t a, uint32_t b) {
+  return Multiples(b).Times(a);
+}
+
+// x^-(2^k) mod P for k = 0..31, by squaring x^-1.
+struct InversePowers {
+  uint32_t of_two_to[32] = {};
+  constexpr InversePowers() {
+    of_two_to[0] = DividedByX(kOne);
+    for (int k = 1; k < 32; ++k) of_two_to[k] = MultiplyMod(of_two_to[k - 1], of_two_to[k - 1]);
+  }
+};
+constexpr InversePowers kInversePowers;
+static_assert(MultiplyMod(kInversePowers.of_two_to[0], TimesX(kOne)) == kOne);
+
+// The multiples of x^-(32 + 8n) mod P, n the bytes after the ID of a
+// transport packet of `transport_length` bytes: one multiplication per set
+// bit of the exponent (at most 17 for a 9000-byte datagram), cached per
+// thread for four lengths (a message's full packets and its last one).
+const Multiples& UndoShiftFor(size_t transport_length) {
+  struct Entry {
+    size_t transport_length = SIZE_MAX;
+    Multiples undo{0};
+  };
+  thread_local Entry cache[4];
+  Entry& entry = cache[transport_length % 4];
+  if (entry.transport_length != transport_length) {
+    const uint64_t exponent = 32 + 8 * (14 + kUdpHeaderSize + uint64_t{transport_length});
+    uint32_t factor = kOne;
+    for (int k = 0; k < 32 && (exponent >> k) != 0; ++k)
+      if (((exponent >> k) & 1) != 0) factor = MultiplyMod(factor, kInversePowers.of_two_to[k]);
+    entry.transport_length = transport_length;
+    entry.undo = Multiples(factor);
+  }
+  return entry.undo;
+}
+
+}  // namespace
+
 int FindIpv4IdForIcrcDelta(uint32_t delta, size_t transport_length) {
   if (delta == 0) return -1;  // ID 0 itself
-  const IdDeltas& d = DeltasFor(transport_length, kIdBits);
-  // Gray code order: each step flips one bit, so one XOR per candidate.
-  uint32_t value = 0;
-  for (int i = 1; i < kIpv4IdSearch; ++i) {
-    const int flip = __builtin_ctz(unsigned(i));
-    value ^= d.bit[flip];
-    if (value == delta) return i ^ (i >> 1);
-  }
-  return -1;
+  const uint32_t id_polynomial = UndoShiftFor(transport_length).Times(delta);
+  // x^16 .. x^31 (register bits 15..0) must be zero: a delta that is not an
+  // ID's (a corrupted packet) passes this with probability 2^-16.
+  if ((id_polynomial & 0xFFFF) != 0) return -1;
+  // Register bits 16 + t hold the ID's t-th bit on the wire: the high byte
+  // first, each byte least significant bit first (the reflected CRC).
+  return int(__builtin_bswap16(uint16_t(id_polynomial >> 16)));
 }
 
 }  // namespace softrdma::roce

@@ -68,13 +68,15 @@ uint32_t ComputeIcrc(const NetworkHeaders& net, std::span<const uint8_t> transpo
 // an unconnected socket). The CRC is linear, so the ICRC of a datagram with
 // ID `id` is its ICRC with ID 0 XOR a value that depends only on `id` and the
 // length after the ID: a sender fixes the ICRCs of GSO segments with it, and
-// a receiver checks an ICRC against the first kIpv4IdSearch IDs with one CRC
-// pass over the packet and a few XORs.
+// a receiver recovers any ID from the difference with one CRC pass over the
+// packet and one multiplication mod P.
 inline constexpr uint16_t kIpv4IdSearch = 64;  // the kernel's UDP GSO: at least 64 segments
 // ICRC(ID id) ^ ICRC(ID 0) of an IPv4 datagram whose transport packet (BTH
 // .. pad, without the ICRC) is `transport_length` bytes.
 uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t transport_length);
-// The ID below kIpv4IdSearch (other than 0) whose delta is `delta`, or -1.
+// The ID (1..65535) whose delta is `delta`, or -1 when no ID has it (a
+// corrupted packet: 2^32 deltas, 2^16 of them IDs'). O(1): the delta times
+// x^-(32 + 8n) mod P is the ID's polynomial (docs/design.md).
 int FindIpv4IdForIcrcDelta(uint32_t delta, size_t transport_length);
 
 // The ICRC travels least-significant byte first (CRC 0xE26850D9 is sent as

@@ -232,8 +232,8 @@ Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> b
       return Status::Ok();
     if (FindIpv4IdForIcrcDelta(delta, icrc_at) > 0) return Status::Ok();
   }
-  return Fail(EILSEQ, "ICRC 0x%08x received, 0x%08x computed for IPv4 IDs 0..%u", received,
-              computed, unsigned(kIpv4IdSearch - 1));
+  return Fail(EILSEQ, "ICRC 0x%08x received, 0x%08x computed%s", received, computed,
+              net.ip_version == 4 ? " for IPv4 ID 0, no other ID matches" : "");
 }
 
 Status ParsePacket(const NetworkHeaders& net, std::span<const uint8_t> bytes, PacketView* view) {

@@ -88,10 +88,11 @@ Status VerifyIcrc(const NetworkHeaders& net, std::span<const uint8_t> udp_payloa
 
 // VerifyIcrc for a datagram read from a UDP socket, whose IPv4 identification
 // is not known: over IPv4 (with net.ipv4_identification 0) it also accepts
-// the ICRC of IDs 1 .. kIpv4IdSearch - 1 (icrc.h): UDP GSO segments, and
-// senders that number their datagrams from 0 (rxe, NICs: early in a flow).
-// `likely_id` is tried first (InDatagram::gro_segment: a GSO segment's ID is
-// its place in the read), the others after it (a search of up to 63 steps).
+// the ICRC of any other ID (icrc.h: UDP GSO segments, senders that number
+// their datagrams: rxe, NICs). `likely_id` is tried first
+// (InDatagram::gro_segment: a GSO segment's ID is its place in the read),
+// then the ID is solved for. Accepting any ID costs 16 bits of the check:
+// a corrupted IPv4 packet passes with probability 2^-16 (IPv6: 2^-32).
 Status VerifyIcrcAnyIpv4Id(const NetworkHeaders& net, std::span<const uint8_t> udp_payload,
                            uint16_t likely_id = 0);
 

@@ -19,7 +19,7 @@
 //    (UDP_SEGMENT) sends equal-sized datagrams to one peer in one go. Over
 //    IPv4 the kernel numbers the segments' IDs 0, 1, 2..., which the ICRC
 //    covers: the port fixes segment g's ICRC by the delta of ID g (icrc.h),
-//    and receivers check IDs 0..63 (VerifyIcrcAnyIpv4Id; design.md).
+//    and receivers solve for any ID (VerifyIcrcAnyIpv4Id; design.md).
 // A datagram with a UDP source port (the flow rule's entropy) leaves from a
 // socket bound to that port, made on first use; when the port cannot be had
 // (another program holds it) it leaves from 4791.
