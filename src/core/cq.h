@@ -60,8 +60,10 @@ class Cq {
   int capacity() const { return static_cast<int>(cap_); }
   int depth() const;
   CompChannel* channel() const { return channel_; }
+  Context* ctx() const { return ctx_; }
 
-  std::atomic<int> users{0};  // QPs using it: destroy fails with EBUSY
+  std::atomic<int> users{0};     // QPs using it: destroy fails with EBUSY
+  AsyncEventCount async_events;  // its IBV_EVENT_CQ_ERR (core/async_events.h)
 
   // --- extended CQ (core/verbs_cq_ex.cpp)
   // Record the time of each completion as it is queued: CLOCK_MONOTONIC

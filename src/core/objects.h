@@ -12,6 +12,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "core/async_events.h"
 #include "core/context_file.h"
 #include "util/spinlock.h"
 
@@ -22,7 +23,7 @@ namespace softrdma {
 // and ibv_context is its last member.
 struct Context {
   verbs_context vctx;
-  int async_write_fd = -1;  // async_fd is the read end of this pipe
+  AsyncEventQueue async_events;  // async_fd is its pipe's read end
   // What cmd_fd holds: the PDs and MRs of the context, by handle, for
   // ibv_import_* (core/context_file.h). Imported contexts share their
   // exporter's file.
@@ -73,12 +74,9 @@ struct CompChannel {
   static CompChannel* From(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 };
 
-// Async events (QP fatal, CQ overrun, ...) travel to ibv_get_async_event
-// through the context's pipe as fixed-size tokens.
-struct AsyncToken {
-  ibv_event_type type;
-  void* object;
-};
+// Raises an async event (QP fatal, CQ overrun, ...) of `object` (an ibv_qp,
+// ibv_cq or ibv_srq as the type says) for ibv_get_async_event
+// (core/async_events.h).
 void PostAsyncEvent(Context* ctx, ibv_event_type type, void* object);
 
 }  // namespace softrdma

@@ -135,6 +135,7 @@ class Qp {
   static Qp* From(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 
   Context* ctx = nullptr;
+  AsyncEventCount async_events;  // its async events (core/async_events.h)
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;

@@ -53,7 +53,8 @@ class Srq {
   Xrcd* xrcd = nullptr;
   Cq* cq = nullptr;
 
-  std::atomic<int> users{0};  // QPs attached: destroy fails with EBUSY
+  std::atomic<int> users{0};     // QPs attached: destroy fails with EBUSY
+  AsyncEventCount async_events;  // its SRQ events (core/async_events.h)
 
  private:
   Context* ctx_;

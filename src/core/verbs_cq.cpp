@@ -89,6 +89,8 @@ int DestroyCq(ibv_cq* ibcq) {
   if (!ibcq) return EINVAL;
   Cq* cq = Cq::From(ibcq);
   if (cq->users.load() != 0) return EBUSY;
+  // No QP uses it, so nothing raises its CQ_ERR any more (core/async_events.h).
+  cq->ctx()->async_events.Retire(&cq->async_events);
   if (cq->channel()) cq->channel()->users.fetch_sub(1);
   delete cq;
   return 0;

@@ -6,19 +6,59 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "core/cq.h"
 #include "core/device.h"
 #include "core/limits.h"
 #include "core/objects.h"
+#include "core/qp.h"
+#include "core/srq.h"
 #include "core/verbs.h"
 #include "transport/engine.h"
 #include "util/log.h"
 
 namespace softrdma {
 
+namespace {
+
+// The QP, CQ or SRQ an event is about: its counts and its context. Port
+// and device events name none.
+struct EventObject {
+  AsyncEventCount* count = nullptr;
+  Context* ctx = nullptr;
+};
+
+EventObject ObjectOf(ibv_event_type type, void* object) {
+  if (!object) return {};
+  switch (type) {
+    case IBV_EVENT_CQ_ERR: {
+      Cq* cq = Cq::From(static_cast<ibv_cq*>(object));
+      return {&cq->async_events, cq->ctx()};
+    }
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+      Srq* srq = Srq::From(static_cast<ibv_srq*>(object));
+      return {&srq->async_events, srq->ctx()};
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {
+      Qp* qp = Qp::From(static_cast<ibv_qp*>(object));
+      return {&qp->async_events, qp->ctx};
+    }
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
 void PostAsyncEvent(Context* ctx, ibv_event_type type, void* object) {
-  AsyncToken t{type, object};
-  if (write(ctx->async_write_fd, &t, sizeof t) != sizeof t)
-    SOFTRDMA_LOG(kWarn, "async event %d dropped: queue full", type);
+  ctx->async_events.Post(type, object, ObjectOf(type, object).count);
 }
 
 }  // namespace softrdma
@@ -96,21 +136,18 @@ ibv_context* NewContext(ibv_device* device, int cmd_fd, std::unique_ptr<ContextF
     return nullptr;
   }
   ctx->file = std::move(file);
-  int async_pipe[2];
-  if (pipe2(async_pipe, O_CLOEXEC) != 0) {
-    int e = errno;
+  int async_fd = -1;
+  if (int e = ctx->async_events.Open(&async_fd)) {
     delete ctx;
     errno = e;
     return nullptr;
   }
-  fcntl(async_pipe[1], F_SETFL, O_NONBLOCK);
-  ctx->async_write_fd = async_pipe[1];
 
   verbs_context& v = ctx->vctx;
   ibv_context& c = v.context;
   c.device = device;
   c.cmd_fd = cmd_fd;
-  c.async_fd = async_pipe[0];
+  c.async_fd = async_fd;
   c.num_comp_vectors = 1;
   pthread_mutex_init(&c.mutex, nullptr);
   // The header inlines reach the extended ops only if this marker is set and
@@ -174,8 +211,7 @@ int CloseDevice(ibv_context* context) {
   if (!ValidContext(context)) return EINVAL;
   Context* ctx = Context::From(context);
   close(context->cmd_fd);
-  close(context->async_fd);
-  close(ctx->async_write_fd);
+  close(context->async_fd);  // the queue closes its own descriptors
   pthread_mutex_destroy(&context->mutex);
   delete ctx;
   return 0;
@@ -301,43 +337,21 @@ int GetAsyncEvent(ibv_context* context, ibv_async_event* event) {
     errno = EINVAL;
     return -1;
   }
-  AsyncToken t;
-  ssize_t n = read(context->async_fd, &t, sizeof t);
-  if (n != sizeof t) {
-    if (n >= 0) errno = EIO;
-    return -1;
-  }
-  memset(event, 0, sizeof *event);
-  event->event_type = t.type;
-  switch (t.type) {
-    case IBV_EVENT_CQ_ERR:
-      event->element.cq = static_cast<ibv_cq*>(t.object);
-      break;
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-      event->element.srq = static_cast<ibv_srq*>(t.object);
-      break;
-    case IBV_EVENT_PORT_ACTIVE:
-    case IBV_EVENT_PORT_ERR:
-    case IBV_EVENT_LID_CHANGE:
-    case IBV_EVENT_PKEY_CHANGE:
-    case IBV_EVENT_GID_CHANGE:
-    case IBV_EVENT_SM_CHANGE:
-    case IBV_EVENT_CLIENT_REREGISTER:
-      event->element.port_num = static_cast<int>(reinterpret_cast<intptr_t>(t.object));
-      break;
-    case IBV_EVENT_DEVICE_FATAL:
-      break;
-    default:
-      event->element.qp = static_cast<ibv_qp*>(t.object);
-      break;
-  }
-  return 0;
+  return Context::From(context)->async_events.Get(context->async_fd, event);
 }
 
-void AckAsyncEvent(ibv_async_event*) {
-  // Objects are not destroyed behind the application's back, so there is
-  // nothing to count.
+void AckAsyncEvent(ibv_async_event* event) {
+  if (!event) return;
+  // The element's members share a union; ObjectOf reads the one the type
+  // names (a port event's port number is no pointer).
+  void* object =
+      event->event_type == IBV_EVENT_CQ_ERR ? static_cast<void*>(event->element.cq)
+      : (event->event_type == IBV_EVENT_SRQ_ERR || event->event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
+          ? static_cast<void*>(event->element.srq)
+          : static_cast<void*>(event->element.qp);
+  // Port and device events name no object: nothing waits for them.
+  const EventObject o = ObjectOf(event->event_type, object);
+  if (o.count && o.ctx) o.ctx->async_events.Ack(o.count);
 }
 
 int ForkInit() {

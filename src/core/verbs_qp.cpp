@@ -245,6 +245,7 @@ int DestroyQp(ibv_qp* ibqp) {
   if (!engine) return EIO;
   Qp* qp = Qp::From(ibqp);
   if (qp->xrc_foreign) {
+    if (qp->ctx) qp->ctx->async_events.Retire(&qp->async_events);
     DestroyForeignTarget(qp);  // the QP itself lives on in its process
     return 0;
   }
@@ -266,6 +267,10 @@ int DestroyQp(ibv_qp* ibqp) {
   }
   // After this no record is dispatched to the QP and no service runs on it.
   engine->UnregisterQp(qp);
+  // So no event of it is raised any more: those not read yet are dropped,
+  // and this waits for the application to acknowledge those it read
+  // (core/async_events.h).
+  qp->ctx->async_events.Retire(&qp->async_events);
   // Type 2 windows bound through this QP die with it: its number will be
   // handed out again.
   engine->mr_table().UnbindQpWindows(ibqp->qp_num);

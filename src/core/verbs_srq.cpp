@@ -116,6 +116,9 @@ int DestroySrq(ibv_srq* srq) {
   if (!srq) return EINVAL;
   Srq* s = Srq::From(srq);
   if (s->users.load() != 0) return EBUSY;
+  // No QP draws from it, so nothing raises its events any more
+  // (core/async_events.h).
+  s->ctx()->async_events.Retire(&s->async_events);
   if (s->xrcd) DetachXrcSrq(srq);
   s->pd()->users.fetch_sub(1);
   pthread_mutex_destroy(&srq->mutex);

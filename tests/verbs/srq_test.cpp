@@ -179,6 +179,26 @@ TEST_F(SrqTest, LimitEventFiresOnceAndDisarms) {
   EXPECT_FALSE(NextAsyncEvent(ctx, &ev, 100));
 }
 
+// As ibv_destroy_qp for its QP (async_events_test.cpp): the SRQ's event not
+// read yet is gone with it, and async_fd no longer polls readable for it.
+TEST_F(SrqTest, DestroySrqDropsItsUnreadLimitEvent) {
+  PostSlots(0, 3);
+  ibv_srq_attr a{};
+  a.srq_limit = 2;
+  ASSERT_EQ(ibv_modify_srq(srq, &a, IBV_SRQ_LIMIT), 0);
+  SendOne(0, 1);  // 2 left: not below
+  SendOne(0, 2);  // 1 left: IBV_EVENT_SRQ_LIMIT_REACHED
+  pollfd p{ctx->async_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 2000), 1) << "no IBV_EVENT_SRQ_LIMIT_REACHED";
+  for (ibv_qp*& q : rx) {
+    ASSERT_EQ(ibv_destroy_qp(q), 0);
+    q = nullptr;
+  }
+  ASSERT_EQ(ibv_destroy_srq(srq), 0);
+  srq = nullptr;
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "async_fd still readable for the destroyed SRQ's event";
+}
+
 TEST_F(SrqTest, ModifyRules) {
   PostSlots(0, 10);
   ibv_srq_attr a{};
