@@ -1236,6 +1236,14 @@ void Engine::ThreadMain() {
     // An application drain may have held ACKs back before it could see
     // that we sleep (DeferAcks): they must not wait for our wake-up.
     FlushAcksBeforeSleep();
+    // The wake word is taken after the state store (paired with
+    // LeaveDirectWait, see there) and before the look at timers_armed_
+    // (paired with WatchTimers): a post that arms the timers after that look
+    // sees us asleep without a timeout and kicks, and the kick moves the word
+    // we are about to sleep on. Taken after the look, it could already hold
+    // that kick, and we would sleep with no timeout while sends are
+    // outstanding, until something else came into the ring.
+    uint32_t word = ring_->PrepareToWait();
     if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
       // Sends were posted since we last looked: watch their timers.
       thread_state_.store(kRunning, std::memory_order_relaxed);
@@ -1244,9 +1252,7 @@ void Engine::ThreadMain() {
     }
     // An application thread blocked for a completion event consumes in our
     // place (WaitForChannelEvent): commits must wake it, not us, so we wait
-    // unannounced, for kicks and our timeout only. Taken after the state
-    // store above, paired with LeaveDirectWait (see there).
-    uint32_t word = ring_->PrepareToWait();
+    // unannounced, for kicks and our timeout only.
     const bool app_consumes = direct_waiter_.load(std::memory_order_seq_cst) != nullptr;
     const bool covered = app_consumes || ring_->AnnounceSleep();
     // A QP took the RoCE wire since the top of this round: its kick
