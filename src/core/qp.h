@@ -176,6 +176,13 @@ class Qp {
   // stalled).
   uint64_t peer_stall_consumed = 0;
   uint64_t peer_stall_since_ns = 0;
+  // SQD (transport/sq_drain.h): the WQEs started before the QP entered it,
+  // [sq.tail, sq_drain_end), finish; the others wait for RTS. sq_draining:
+  // some are not complete yet; sq_drain_notify: IBV_EVENT_SQ_DRAINED then
+  // (en_sqd_async_notify of the modify to SQD).
+  uint32_t sq_drain_end = 0;
+  bool sq_draining = false;
+  bool sq_drain_notify = false;
   std::shared_ptr<PeerLink> peer;  // the remote QP's process, resolved at RTR
   ProcRef peer_ref{};
 

@@ -14,6 +14,7 @@
 #include "core/verbs.h"
 #include "transport/engine.h"
 #include "transport/roce/roce_qp.h"
+#include "transport/sq_drain.h"
 #include "transport/transport.h"
 #include "util/log.h"
 
@@ -211,8 +212,10 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   qp.state = next;
   ibqp->state = next;
   if (next == IBV_QPS_ERR && prev != IBV_QPS_ERR) transport::EnterError(*engine, qp);
-  if (next == IBV_QPS_SQD && prev != IBV_QPS_SQD && qp.sq_tx == qp.sq.tail)
-    PostAsyncEvent(qp.ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+  // The event is asked for by this modify only (IBA: "if requested in the
+  // transition to SQD"), not by an en_sqd_async_notify stored before.
+  if (next == IBV_QPS_SQD && prev != IBV_QPS_SQD)
+    transport::BeginSqDrain(qp, (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify);
   transport::PublishQp(*engine, qp);  // for initiators of one-sided operations
   if (next == IBV_QPS_RTS) transport::Transmit(*engine, qp);  // WQEs queued in SQD
   return 0;
@@ -227,7 +230,7 @@ int QueryQp(ibv_qp* ibqp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
   attr->qp_state = qp.state;
   attr->cur_qp_state = qp.state;
   attr->cap = qp.cap;
-  attr->sq_draining = 0;
+  attr->sq_draining = transport::SqDraining(qp);
   memset(init_attr, 0, sizeof *init_attr);
   init_attr->qp_context = ibqp->qp_context;
   init_attr->send_cq = ibqp->send_cq;

@@ -5,6 +5,7 @@
 
 #include "transport/engine.h"
 #include "transport/roce/roce_qp.h"
+#include "transport/sq_drain.h"
 #include "transport/transport.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -61,6 +62,7 @@ void RetireAcked(Qp& qp, uint32_t psn, bool inclusive) {
     if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
     ++qp.sq.tail;
   }
+  NoteSendsRetired(qp);
 }
 
 namespace {

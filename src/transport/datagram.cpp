@@ -22,6 +22,7 @@
 #include "transport/recv_source.h"
 #include "transport/roce/roce_gsi.h"
 #include "transport/roce/roce_qp.h"
+#include "transport/sq_drain.h"
 #include "transport/transport.h"
 
 namespace softrdma::transport {
@@ -146,6 +147,7 @@ void CompleteUnacknowledged(Qp& qp) {
     const SendWqe& w = qp.sq.at(qp.sq.tail);
     if (w.signaled) CompleteSend(qp, w, IBV_WC_SUCCESS);
   }
+  NoteSendsRetired(qp);  // a UC message finished in SQD
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
 #include "transport/roce/roce_qp.h"
+#include "transport/sq_drain.h"
 #include "transport/transport.h"
 #include "transport/xrc.h"
 #include "util/config.h"
@@ -366,15 +367,17 @@ void Transmit(Engine& engine, Qp& qp) {
 // Transmit's body, inline into PostSend too: a post that transmits at once
 // (an idle SQ) runs in one frame.
 [[gnu::always_inline]] inline void TransmitBody(Engine& engine, Qp& qp) {
-  // SQD: WQEs not yet started stay queued until the QP returns to RTS.
-  if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
+  // SQD: WQEs not yet started stay queued until the QP returns to RTS; those
+  // of the drain are finished (sq_drain.h).
+  if (!MayTransmit(qp) || qp.rnr_wait_until_ns) return;
+  const uint32_t end = TransmitEnd(qp);
   if (qp.type == IBV_QPT_UD) return TransmitDatagrams(engine, qp);
   if (!qp.peer) [[unlikely]] {
     // The RoCE wire (transport/roce): its own requester, same WQEs.
     if (qp.roce) return roce::Transmit(engine, qp);
     if (!EnsurePeer(engine, qp) && qp.type == IBV_QPT_UC) {
       // Unreliable: what nobody receives is lost, and the sender never knows.
-      qp.sq_tx = qp.sq.head;
+      qp.sq_tx = end;
       CompleteUnacknowledged(qp);
       return;
     }
@@ -382,13 +385,13 @@ void Transmit(Engine& engine, Qp& qp) {
   if (!qp.peer) {
     // Nobody owns the destination QPN (or it is on another host, and the
     // RoCE wire is not there yet): what a NIC reports after its retries.
-    if (qp.sq_tx != qp.sq.head) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
+    if (qp.sq_tx != end) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return;
   }
   // The retransmit timer runs from the moment the oldest WQE starts out
   // (give or take the timer's own period: see Qp::progress_seen).
   if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.progress_seen = true;
-  while (qp.sq_tx != qp.sq.head) {
+  while (qp.sq_tx != end) {
     // --- one-sided operations and fences (one_sided.cpp)
     SendWqe& w = qp.sq.at(qp.sq_tx);
     if (w.fenced && FenceBlocks(qp)) {
@@ -490,7 +493,7 @@ bool ServiceShm(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     }
     qp.rnr_wait_until_ns = 0;
   }
-  if (qp.sq_tx != qp.sq.head && qp.state == IBV_QPS_RTS) {
+  if (qp.sq_tx != qp.sq.head && MayTransmit(qp)) {
     uint32_t before = qp.sq_tx;
     Transmit(engine, qp);
     did |= qp.sq_tx != before;

@@ -11,6 +11,7 @@
 #include "transport/iov_slice.h"
 #include "transport/roce/roce_packets.h"
 #include "transport/roce/roce_requester.h"
+#include "transport/sq_drain.h"
 #include "transport/transport.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -56,6 +57,7 @@ Retire RetireThrough(Qp& qp, uint32_t psn, bool inclusive) {
       rq.tx_packet = 0;
     }
   }
+  NoteSendsRetired(qp);
   return Retire::kDone;
 }
 
@@ -102,6 +104,7 @@ void FinishHead(Qp& qp, SendWqe& w) {
     qp.sq_tx = qp.sq.tail;
     rq.tx_packet = 0;
   }
+  NoteSendsRetired(qp);
 }
 
 // Writes response bytes at `offset` of the head WQE's local buffers.

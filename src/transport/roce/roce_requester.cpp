@@ -14,6 +14,7 @@
 #include "transport/roce/roce_batch.h"
 #include "transport/roce/roce_packets.h"
 #include "transport/roce/roce_requester.h"
+#include "transport/sq_drain.h"
 #include "transport/transport.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -171,7 +172,9 @@ void RestartRetransmitTimer(Qp& qp) {
 }
 
 void Transmit(Engine& engine, Qp& qp) {
-  if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) return;
+  // SQD: only the drain's WQEs are sent (sq_drain.h).
+  if (!MayTransmit(qp) || qp.rnr_wait_until_ns) return;
+  const uint32_t end = TransmitEnd(qp);
   RoceQp& rq = *qp.roce;
   const bool uc = qp.type == IBV_QPT_UC;
   // The retransmit timer runs from the moment the oldest WQE starts out.
@@ -190,7 +193,7 @@ void Transmit(Engine& engine, Qp& qp) {
     engine.NeedService(&qp);
     return false;
   };
-  while (qp.sq_tx != qp.sq.head) {
+  while (qp.sq_tx != end) {
     SendWqe& w = qp.sq.at(qp.sq_tx);
     if (IsLocalOp(w.opcode)) {
       const OneSidedTx o = ExecuteLocalOp(engine, qp, qp.sq_tx);  // invalidate.cpp
@@ -271,7 +274,7 @@ bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     qp.rnr_wait_until_ns = 0;
     RestartRetransmitTimer(qp);  // the wait was the responder's answer
   }
-  if (qp.sq_tx != qp.sq.head && qp.state == IBV_QPS_RTS) {
+  if (qp.sq_tx != qp.sq.head && MayTransmit(qp)) {
     const uint32_t before = qp.sq_tx, packet_before = qp.roce->tx_packet;
     Transmit(engine, qp);
     did |= qp.sq_tx != before || qp.roce->tx_packet != packet_before;
@@ -355,7 +358,8 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     // second, a quarter, covers a lost first one or its lost answer.
     const uint64_t probe_due =
         qp.last_ack_ns + (qp.roce->probes_sent + 1) * (timeout / kProbeFraction);
-    if (qp.roce->probes_sent < RoceQp::kMaxProbes && qp.state == IBV_QPS_RTS) {
+    if (qp.roce->probes_sent < RoceQp::kMaxProbes &&
+        (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD)) {
       if (now < probe_due) {
         *deadline = probe_due;
         return true;
