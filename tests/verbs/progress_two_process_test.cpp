@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "process_pipes.h"
@@ -82,20 +83,30 @@ bool WaitOneCompletion(ibv_comp_channel* channel, ibv_cq* cq, ibv_wc* wc) {
 // The defect guarded: the thread watching quietly (not announced on the
 // ring) sleeps until its window ends, so a WRITE left for it waits out the
 // rest of the window: the first window of a watch is 1 ms, and WRITEs come
-// 150 to 350 us after the last drain, so such a WRITE takes ~650 us or more
-// (medians 764 to 785 us when every watch was quiet). Once it has found a
-// record left for it, the thread watches on the ring and the next commit
-// wakes it: microseconds, plus the wait for a CPU on a loaded host.
-// Not every WRITE shows the defect (when a watch ends, the thread sleeps
-// announced and the next commit wakes it anyway), so the median cannot tell:
-// with the thread kept quiet (on_ring never set), the median was 34 to 748
-// us, under the old 300 us bound in 4 of 6 runs, while the 30th of the 40
-// WRITEs took 622 to 931 us. Without the defect: median 11 to 30 us, 30th
-// 13 to 36 us, the slowest up to 7 ms (a CPU for the thread). Six runs each,
-// at nice 19 with other jobs keeping the load at ~8.
-constexpr uint64_t kWindowLongWaitUs = 400;  // under the ~650 us of the defect
+// 150 to 350 us after the last drain, so such a WRITE takes ~650 to ~1,000
+// us. Once it has found a record left for it, the thread watches on the ring
+// and the next commit wakes it: microseconds, plus the wait for a CPU on a
+// loaded host, which is often a whole 4 ms tick. An attempt passes when at
+// most kWindowWaitsAllowed WRITEs took about a window (kWindowWaitMinUs to
+// kWindowWaitMaxUs) and the median is under kMedianBoundUs; up to three
+// attempts, each with a fresh target (the defect shows in a watch's first
+// WRITEs), so that one starved of CPU by other jobs is tried again. Measured
+// at nice 0 with other jobs keeping the load at 6 to 9: with the thread kept
+// quiet (on_ring never set), 11 to 36 of the 40 in that band in 10 single
+// runs (medians 762 to 885 us), and the test failed 5 times in 6 (all three
+// attempts); without the defect, 0 to 8 in the band in 26 single runs (one
+// 8), and the test passed 8 times in 8, once at its second attempt (the
+// first: median 2,374 us, WRITEs waiting 3 ms or more for a CPU, where the
+// old bound, a single median under 300 us, failed). At nice 19 the quiet
+// watch rarely shows (0 of 4 failed).
+constexpr uint64_t kWindowWaitMinUs = 450;
+constexpr uint64_t kWindowWaitMaxUs = 1300;
+constexpr int kWindowWaitsAllowed = 7;  // of 40
+constexpr uint64_t kMedianBoundUs = 300;
 
-TEST(ProgressTwoProcesses, WriteToSpinningTargetCompletesPromptly) {
+// One target process, kWrites WRITEs into its memory: their completion
+// times (us) in *took_us.
+void WriteToSpinningTarget(std::vector<uint64_t>* took_us) {
   Child kid = ForkChild(SpinningTarget);
   ASSERT_GT(kid.pid, 0);
   ibv_context* ctx = OpenSoftrdma();
@@ -128,7 +139,6 @@ TEST(ProgressTwoProcesses, WriteToSpinningTargetCompletesPromptly) {
   alignas(64) static uint64_t value = 0;
   ibv_mr* mr = ibv_reg_mr(pd, &value, sizeof value, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr);
-  std::vector<uint64_t> took_us;
   uint32_t gap = 12345;
   for (int i = 1; i <= kWrites; ++i) {
     // 150 to 350 us apart (after the target's polls), at every phase of its
@@ -142,7 +152,7 @@ TEST(ProgressTwoProcesses, WriteToSpinningTargetCompletesPromptly) {
     ASSERT_EQ(PostOne(c.qp, IBV_WR_RDMA_WRITE, &sge, 1, target.addr, target.rkey), 0);
     ibv_wc wc{};
     ASSERT_TRUE(WaitOneCompletion(channel, c.cq, &wc));
-    took_us.push_back((NowNs() - t0) / 1000);
+    took_us->push_back((NowNs() - t0) / 1000);
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
   }
   char done = 0;
@@ -150,24 +160,45 @@ TEST(ProgressTwoProcesses, WriteToSpinningTargetCompletesPromptly) {
   int st = WaitChildPolling(kid.pid, c.cq);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
 
-  std::vector<uint64_t> sorted = took_us;
-  std::sort(sorted.begin(), sorted.end());
-  const uint64_t median = sorted[sorted.size() / 2];
-  const uint64_t third_quartile = sorted[sorted.size() * 3 / 4 - 1];  // the 30th of 40
-  std::string all;
-  for (uint64_t us : took_us) all += std::to_string(us) + " ";
-  EXPECT_LT(third_quartile, kWindowLongWaitUs)
-      << "a quarter of the WRITEs waited for a window's end; completion times (us): " << all;
-  printf("WRITE completion: median %llu us, 75th percentile %llu us, max %llu us\n",
-         static_cast<unsigned long long>(median), static_cast<unsigned long long>(third_quartile),
-         static_cast<unsigned long long>(sorted.back()));
-
   ibv_dereg_mr(mr);
   ASSERT_TRUE(c.Destroy());
   ibv_destroy_comp_channel(channel);
   ibv_dealloc_pd(pd);
   ibv_close_device(ctx);
   for (int fd : {kid.from_child, kid.to_child}) close(fd);
+}
+
+// Up to three attempts, each with a fresh target (a watch's first WRITEs
+// are where the defect shows); one within the bound passes.
+TEST(ProgressTwoProcesses, WriteToSpinningTargetCompletesPromptly) {
+  constexpr int kAttempts = 3;
+  int window_waits = 0;
+  uint64_t median = 0;
+  std::string all;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::vector<uint64_t> took_us;
+    ASSERT_NO_FATAL_FAILURE(WriteToSpinningTarget(&took_us));
+    ASSERT_EQ(took_us.size(), static_cast<size_t>(kWrites));
+    std::vector<uint64_t> sorted = took_us;
+    std::sort(sorted.begin(), sorted.end());
+    window_waits = 0;
+    all.clear();
+    for (uint64_t us : took_us) {
+      all += std::to_string(us) + " ";
+      if (us >= kWindowWaitMinUs && us <= kWindowWaitMaxUs) ++window_waits;
+    }
+    printf("WRITE completion, attempt %d: median %llu us, max %llu us, %d of %d about a window\n",
+           attempt, static_cast<unsigned long long>(sorted[sorted.size() / 2]),
+           static_cast<unsigned long long>(sorted.back()), window_waits, kWrites);
+    fflush(stdout);  // before the next attempt forks a child
+    median = sorted[sorted.size() / 2];
+    if (window_waits <= kWindowWaitsAllowed && median < kMedianBoundUs) break;
+  }
+  EXPECT_LE(window_waits, kWindowWaitsAllowed)
+      << "in every attempt many WRITEs waited about a window of the progress thread, or half "
+         "of them longer than "
+      << kMedianBoundUs << " us; the last attempt's completion times (us): " << all;
+  EXPECT_LT(median, kMedianBoundUs) << "completion times (us): " << all;
 }
 
 }  // namespace
