@@ -179,6 +179,8 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
   const uint8_t syndrome = in.h.aeth.syndrome;
   switch (sr::AethTypeOf(syndrome)) {
     case sr::AethType::kAck:
+      // The responder's repeat of a sequence NAK for epsn (psn + 1).
+      if (syndrome == kNakRepeatSyndrome) return OnSequenceNak(engine, qp, PsnAdd(psn, 1));
       if (RetireThrough(qp, psn, /*inclusive=*/true) == Retire::kImpliedNak) {
         Progress(qp);
         return Retry(engine, qp);

@@ -76,6 +76,11 @@ void OnUdPacket(Engine& engine, const InDatagram& datagram, const softrdma::roce
 // The ACK-type AETH syndrome the responder sends (credit code "invalid":
 // no end-to-end credits, as rxe).
 inline constexpr uint8_t kAckSyndrome = 0x1F;
+// The repeat of a sequence NAK (roce_responder.cpp): an ACK of epsn - 1,
+// which a requester of the standard takes for a stale duplicate and ignores,
+// with credit code 30 (32768 credits, as unlimited as "invalid"), by which
+// ours tells it from an ordinary duplicate ACK and takes it for the NAK.
+inline constexpr uint8_t kNakRepeatSyndrome = 0x1E;
 
 // Packets (and PSNs) a message of `length` bytes takes at `mtu`; at least one.
 inline uint32_t PacketCount(uint64_t length, uint32_t mtu) {

@@ -2,8 +2,9 @@
 // order against receive WQEs (recv_source.h) and registered memory
 // (MrTable), answers duplicates without executing them twice (a READ is read
 // again from the MR, an atomic's saved result is sent again), NAKs a PSN gap
-// at the first packet past it and at each AckReq packet past it until it is
-// filled, and leaves one coalesced ACK per burst to the receive loop. UC: no
+// at the first packet past it and repeats it (as an ACK a requester of the
+// standard ignores) at each AckReq packet past it until it is filled, and
+// leaves one coalesced ACK per burst to the receive loop. UC: no
 // answers; a gap drops the rest of that message.
 #include <algorithm>
 #include <cstring>
@@ -345,12 +346,17 @@ void OnRequestPacket(Engine& engine, Qp& qp, const PacketIn& in) {
     const int32_t d = PsnDiff(psn, qp.epsn);
     if (d < 0) return OnDuplicate(engine, qp, in);
     if (d > 0) {
-      // A gap: a sequence NAK at the first packet past it, and again at
-      // each AckReq packet past it until it is filled, so that neither a
+      // A gap: a sequence NAK at the first packet past it, and a repeat of it
+      // at each AckReq packet past it until it is filled, so that neither a
       // lost NAK nor a lost retransmission waits for the retransmit timer.
-      // Only AckReq packets repeat it: the requester counts those it sent
-      // and ignores as many repeats after going back (roce_completer.cpp;
-      // docs/design.md "Repeated sequence NAKs").
+      // The repeat is an ACK of epsn - 1 (kNakRepeatSyndrome): a requester
+      // of the standard ignores it as a stale duplicate, and so sees one NAK
+      // per gap (rc-transport.md §4.4) and spends one retry on it, where
+      // NAKs repeated at each AckReq packet could take its whole retry_cnt
+      // at the first loss. Ours takes it for the NAK; only AckReq packets
+      // repeat it: the requester counts those it sent and ignores as many
+      // repeats after going back (roce_completer.cpp; docs/design.md
+      // "Repeated sequence NAKs").
       Counters& c = GetCounters();
       if (rq.rnr_quiet && PsnDiff(psn, rq.nak_last_psn) <= 0) {
         rq.rnr_quiet = false;  // the requester went back after its RNR wait
@@ -360,7 +366,11 @@ void OnRequestPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       const bool first = !rq.nak_sent;
       if (!rq.rnr_quiet && (first || in.h.bth.ack_req)) {
         rq.nak_sent = true;
-        Nak(engine, qp, qp.epsn, sr::kNakPsnSequenceError);
+        if (first) {
+          Nak(engine, qp, qp.epsn, sr::kNakPsnSequenceError);
+        } else if (qp.type != IBV_QPT_UC) {
+          SendAckPacket(engine, qp, opc::kAck, PsnAdd(qp.epsn, 0xFFFFFF), kNakRepeatSyndrome);
+        }
         c.seq_naks_sent.fetch_add(1, std::memory_order_relaxed);
         if (!first) c.seq_naks_repeated.fetch_add(1, std::memory_order_relaxed);
       } else {
