@@ -364,20 +364,20 @@ void Transmit(Engine& engine, Qp& qp) {
   TransmitBody(engine, qp);
 }
 
-// Transmit's body, inline into PostSend too: a post that transmits at once
-// (an idle SQ) runs in one frame.
-[[gnu::always_inline]] inline void TransmitBody(Engine& engine, Qp& qp) {
-  // SQD: WQEs not yet started stay queued until the QP returns to RTS; those
-  // of the drain are finished (sq_drain.h).
-  if (!MayTransmit(qp) || qp.rnr_wait_until_ns) return;
-  const uint32_t end = TransmitEnd(qp);
+namespace {
+
+// Transmits the queue up to its end, or in SQD (kDrain) up to the end of the
+// drain (sq_drain.h): the RTS instance is the data path, unchanged by SQD.
+template <bool kDrain>
+[[gnu::always_inline]] inline void TransmitQueue(Engine& engine, Qp& qp) {
+  auto end = [&qp] { return kDrain ? qp.sq_drain_end : qp.sq.head; };
   if (qp.type == IBV_QPT_UD) return TransmitDatagrams(engine, qp);
   if (!qp.peer) [[unlikely]] {
     // The RoCE wire (transport/roce): its own requester, same WQEs.
     if (qp.roce) return roce::Transmit(engine, qp);
     if (!EnsurePeer(engine, qp) && qp.type == IBV_QPT_UC) {
       // Unreliable: what nobody receives is lost, and the sender never knows.
-      qp.sq_tx = end;
+      qp.sq_tx = end();
       CompleteUnacknowledged(qp);
       return;
     }
@@ -385,13 +385,13 @@ void Transmit(Engine& engine, Qp& qp) {
   if (!qp.peer) {
     // Nobody owns the destination QPN (or it is on another host, and the
     // RoCE wire is not there yet): what a NIC reports after its retries.
-    if (qp.sq_tx != end) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
+    if (qp.sq_tx != end()) FailSendHead(engine, qp, IBV_WC_RETRY_EXC_ERR);
     return;
   }
   // The retransmit timer runs from the moment the oldest WQE starts out
   // (give or take the timer's own period: see Qp::progress_seen).
   if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked) qp.progress_seen = true;
-  while (qp.sq_tx != end) {
+  while (qp.sq_tx != end()) {
     // --- one-sided operations and fences (one_sided.cpp)
     SendWqe& w = qp.sq.at(qp.sq_tx);
     if (w.fenced && FenceBlocks(qp)) {
@@ -440,6 +440,25 @@ void Transmit(Engine& engine, Qp& qp) {
     if (qp.type == IBV_QPT_UC) CompleteUnacknowledged(qp);
   }
   qp.tx_blocked = false;
+}
+
+// SQD: only the WQEs of the drain, out of RTS's path.
+[[gnu::noinline]] void TransmitDrain(Engine& engine, Qp& qp) {
+  TransmitQueue<true>(engine, qp);
+}
+
+}  // namespace
+
+// Transmit's body, inline into PostSend too: a post that transmits at once
+// (an idle SQ) runs in one frame.
+[[gnu::always_inline]] inline void TransmitBody(Engine& engine, Qp& qp) {
+  if (qp.state != IBV_QPS_RTS || qp.rnr_wait_until_ns) {
+    // SQD: WQEs not yet started stay queued until the QP returns to RTS;
+    // those of the drain are finished.
+    if (MayTransmit(qp) && !qp.rnr_wait_until_ns) TransmitDrain(engine, qp);
+    return;
+  }
+  TransmitQueue<false>(engine, qp);
 }
 
 namespace {
