@@ -365,6 +365,12 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
         return true;
       }
       SendTailProbe(engine, qp);
+      // The next probe's due time, not the timer's: a caller that sleeps
+      // to the deadline would send it late or never.
+      if (qp.roce->probes_sent < RoceQp::kMaxProbes) {
+        *deadline = qp.last_ack_ns + (qp.roce->probes_sent + 1) * (timeout / kProbeFraction);
+        return true;
+      }
     }
     *deadline = due;
     return true;
