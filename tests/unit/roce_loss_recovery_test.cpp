@@ -136,13 +136,15 @@ TEST_F(RoceLossRecovery, LostRetransmissionIsNakedAgain) {
 }
 
 // The sequence NAK for a lost packet is lost as well: the responder repeats
-// it at the pass's next AckReq packet, so the timer does not recover
-// it (before: one timeout, 1.07 s here), and the requester ignores the
-// NAKs that repeat what it already acted on (seq_naks_stale).
+// it at the pass's AckReq packets (ACKs with credit code 30), which the
+// requester takes for the NAK only once it has had the NAK itself or sent a
+// tail probe (a foreign responder's ordinary ACKs may carry code 30 too:
+// RoceForeignAck). The probe's answer recovers it, not the timer (before
+// the repeats: one timeout, 1.07 s here).
 TEST_F(RoceLossRecovery, LostNakIsSentAgainAtTheNextAckReq) {
   MakePair(SlowTimer());
   tr::Counters& c = tr::GetCounters();
-  const uint64_t timeouts = c.timeouts, repeated = c.seq_naks_repeated;
+  const uint64_t timeouts = c.timeouts, repeated = c.seq_naks_repeated, probes = c.tail_probes;
   struct State {
     DropByPsn requests{{Psn(10), {1}}};
     bool nak_dropped = false;
@@ -165,6 +167,7 @@ TEST_F(RoceLossRecovery, LostNakIsSentAgainAtTheNextAckReq) {
   EXPECT_TRUE(state->nak_dropped);
   EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not a NAK";
   EXPECT_GE(c.seq_naks_repeated - repeated, 1u);
+  EXPECT_GE(c.tail_probes - probes, 1u);
   EXPECT_LT(elapsed_ms, 500u);
 }
 

@@ -33,7 +33,9 @@ void Progress(Qp& qp) {
 }
 
 void AdvanceComp(RoceQp& rq, uint32_t psn_after) {
-  if (PsnDiff(psn_after, rq.comp_psn) > 0) rq.comp_psn = psn_after;
+  if (PsnDiff(psn_after, rq.comp_psn) <= 0) return;
+  rq.comp_psn = psn_after;
+  rq.nak_gap_open = false;  // what the last sequence NAK named is acknowledged
 }
 
 enum class Retire { kDone, kImpliedNak };
@@ -173,14 +175,41 @@ void OnSequenceNak(Engine& engine, Qp& qp, uint32_t psn) {
   go_back();
 }
 
+// Whether an ACK of `psn` with credit code 30 is our responder's repeat of
+// a sequence NAK for psn + 1 (kNakRepeatSyndrome). A foreign responder may
+// send code 30 on any ordinary ACK (32768 credits); read as a repeat, each
+// such ACK of new PSNs made us go back and send everything after it again.
+// Ours sends it only for a gap it has NAKed, as an ACK of the PSN before it:
+// so it must make no progress (psn + 1 is our oldest unacknowledged PSN)
+// and we must have received that gap's NAK, or, as that NAK may have been
+// lost, have sent a tail probe since the last progress (whose answer it may
+// be: a foreign responder's then costs one go-back per probe, at most two
+// per timeout, as the timer would).
+bool IsNakRepeat(const Qp& qp, uint32_t psn) {
+  const RoceQp& rq = *qp.roce;
+  const uint32_t gap = PsnAdd(psn, 1);
+  if (gap != rq.comp_psn) return false;
+  return (rq.nak_gap_open && rq.nak_gap_psn == gap) || rq.probes_sent > 0;
+}
+
+// A sequence NAK for `psn` came: while nothing acknowledges past it, credit
+// code 30 ACKs of psn - 1 are its repeats.
+void NoteNakedGap(RoceQp& rq, uint32_t psn) {
+  if (rq.comp_psn != psn) return;
+  rq.nak_gap_psn = psn;
+  rq.nak_gap_open = true;
+}
+
 void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
   RoceQp& rq = *qp.roce;
   const uint32_t psn = in.h.bth.psn;
   const uint8_t syndrome = in.h.aeth.syndrome;
   switch (sr::AethTypeOf(syndrome)) {
     case sr::AethType::kAck:
-      // The responder's repeat of a sequence NAK for epsn (psn + 1).
-      if (syndrome == kNakRepeatSyndrome) return OnSequenceNak(engine, qp, PsnAdd(psn, 1));
+      // Our responder's repeat of a sequence NAK for epsn (psn + 1); credit
+      // code 30 on any other ACK is a foreign responder's credit count.
+      if (syndrome == kNakRepeatSyndrome && IsNakRepeat(qp, psn))
+        return OnSequenceNak(engine, qp, PsnAdd(psn, 1));
       if (RetireThrough(qp, psn, /*inclusive=*/true) == Retire::kImpliedNak) {
         Progress(qp);
         return Retry(engine, qp);
@@ -209,7 +238,10 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       return;
     }
     case sr::AethType::kNak:
-      if (syndrome == sr::kNakPsnSequenceError) return OnSequenceNak(engine, qp, psn);
+      if (syndrome == sr::kNakPsnSequenceError) {
+        OnSequenceNak(engine, qp, psn);
+        return NoteNakedGap(rq, psn);
+      }
       if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
         return Retry(engine, qp);
       if (!HeadHolding(qp, psn)) return;  // stale

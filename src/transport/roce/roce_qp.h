@@ -55,6 +55,13 @@ struct RoceQp {
   uint32_t stale_naks_left = 0;
   uint32_t last_nak_psn = 0;
   bool last_nak_valid = false;
+  // The gap a sequence NAK (the NAK itself, not a repeat) named, open while
+  // comp_psn stays at nak_gap_psn (the completer's AdvanceComp closes it):
+  // only then, or after a tail probe, is an ACK with credit code 30 that
+  // makes no progress our responder's repeat of that NAK; any other is an
+  // ordinary ACK (docs/design.md "Repeated sequence NAKs").
+  uint32_t nak_gap_psn = 0;
+  bool nak_gap_open = false;
   // Tail-loss probes (docs/design.md "Tail-loss probe"): while a wait for
   // progress lasts, an eighth of `timeout` without any and again a quarter,
   // the last packet sent goes again with AckReq. probes_sent: since the last
