@@ -22,6 +22,7 @@
 #include "core/objects.h"
 #include "host/registry.h"
 #include "transport/responder_resources.h"
+#include "transport/responder_stall.h"
 #include "util/spinlock.h"
 
 namespace softrdma {
@@ -172,10 +173,8 @@ class Qp {
   bool peer_qp_gone = false;
   // The responder's ring as the retransmit timer last found it, records
   // waiting unread (transport/completer.cpp, ResponderNotScheduled): its
-  // consumer position then, and since when it has not moved (0 = not seen
-  // stalled).
-  uint64_t peer_stall_consumed = 0;
-  uint64_t peer_stall_since_ns = 0;
+  // consumer position then (mark), and since when it has not moved.
+  transport::ResponderStallClock peer_stall;
   // SQD (transport/sq_drain.h): the WQEs started before the QP entered it,
   // [sq.tail, sq_drain_end), finish; the others wait for RTS. sq_draining:
   // some are not complete yet; sq_drain_notify: IBV_EVENT_SQ_DRAINED then

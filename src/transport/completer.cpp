@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "transport/engine.h"
+#include "transport/responder_stall.h"
 #include "transport/roce/roce_qp.h"
 #include "transport/sq_drain.h"
 #include "transport/transport.h"
@@ -216,21 +217,19 @@ namespace {
 // A responder that runs and drops what it reads (its QP in INIT or RESET)
 // empties its ring and still uses up the retries; one that reads nothing
 // for kMaxResponderStallNs (a stopped process) counts as unresponsive.
+// The clock, its bound and the liveness check are both wires'
+// (responder_stall.h); progress here is the ring's consumption.
 bool ResponderNotScheduled(Engine& engine, Qp& qp, uint64_t now) {
   if (!qp.peer || qp.peer->ring == nullptr) return false;
   const shm::Ring& ring = *qp.peer->ring;
   const uint64_t consumed = ring.ConsumedSlots();
   const bool unread = ring.ReservedSlots() != consumed;
-  if (!unread || (qp.peer_stall_since_ns != 0 && consumed != qp.peer_stall_consumed)) {
-    qp.peer_stall_since_ns = 0;  // it reads its ring: its silence is its QP's
-    return false;
-  }
-  if (qp.peer_stall_since_ns == 0) {
-    qp.peer_stall_since_ns = now;
-    qp.peer_stall_consumed = consumed;
-  }
-  if (now - qp.peer_stall_since_ns > kMaxResponderStallNs) return false;
-  return engine.registry().LivePid(qp.peer->ref) != 0;
+  // Records waiting unread start a stall at once; within one, the consumer
+  // moving ends it.
+  ResponderStallClock& clock = qp.peer_stall;
+  const bool progress = !unread || (clock.since_ns != 0 && consumed != clock.mark);
+  if (clock.since_ns == 0) clock.mark = consumed;
+  return StalledButAlive(engine, clock, qp.peer->ref, progress, now);
 }
 
 }  // namespace
@@ -250,7 +249,7 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     // at most one timer period after the progress, so never early.
     qp.progress_seen = false;
     qp.last_ack_ns = now;
-    qp.peer_stall_since_ns = 0;
+    qp.peer_stall.since_ns = 0;
   }
   uint64_t due = qp.last_ack_ns + timeout;
   if (now < due) {

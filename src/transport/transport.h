@@ -42,10 +42,6 @@ void ChooseWire(Engine& engine, Qp& qp);
 // Whether the QP's peer is a process of this host's registry (our GID and
 // our registry's QPN range): one whose CPU we can see, whatever wire it uses.
 bool PeerSharesOurRegistry(Engine& engine, const Qp& qp);
-// How long a live local responder that reads nothing may keep a requester's
-// retries from counting down (ResponderNotScheduled, both wires): past it, a
-// stopped process counts as unresponsive.
-inline constexpr uint64_t kMaxResponderStallNs = 30'000'000'000;
 // Maps the connected peer's process if not done yet (lazily, as the
 // remote QP may be created after our RTR). false = no live owner.
 bool EnsurePeer(Engine& engine, Qp& qp);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/qp.h"
+#include "transport/responder_stall.h"
 #include "wire/roce/icrc.h"
 #include "wire/roce/packet_port.h"
 
@@ -74,10 +75,9 @@ struct RoceQp {
   uint32_t probes_in_pass = 0;
   // A peer that is a process of this host (ResponderNotScheduled in
   // roce_requester.cpp): its link, resolved at the first timer expiry, and
-  // its count of looks at its port at the last expiry.
+  // its count of looks at its port at the last expiry (peer_stall.mark).
   std::shared_ptr<PeerLink> local_peer;
-  uint64_t peer_polls_seen = 0;
-  uint64_t peer_stall_since_ns = 0;
+  ResponderStallClock peer_stall;
 
   // --- responder
   uint32_t msn = 0;

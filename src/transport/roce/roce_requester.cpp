@@ -11,6 +11,7 @@
 #include "core/limits.h"
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
+#include "transport/responder_stall.h"
 #include "transport/roce/roce_batch.h"
 #include "transport/roce/roce_packets.h"
 #include "transport/roce/roce_requester.h"
@@ -329,15 +330,10 @@ bool ResponderNotScheduled(Engine& engine, Qp& qp, uint64_t now) {
   }
   const uint64_t* word = rq.local_peer->roce_polls;
   const uint64_t polls = word ? __atomic_load_n(word, __ATOMIC_RELAXED) : 0;
-  const bool still = polls != 0 && polls == rq.peer_polls_seen;
-  rq.peer_polls_seen = polls;
-  if (!still) {
-    rq.peer_stall_since_ns = 0;  // it looks at its port: its silence is its QP's
-    return false;
-  }
-  if (rq.peer_stall_since_ns == 0) rq.peer_stall_since_ns = now;
-  if (now - rq.peer_stall_since_ns > kMaxResponderStallNs) return false;
-  return engine.registry().LivePid(rq.local_peer->ref) != 0;
+  // Progress: a look at its port since the previous expiry (0: not counted).
+  const bool progress = polls == 0 || polls != rq.peer_stall.mark;
+  rq.peer_stall.mark = polls;
+  return StalledButAlive(engine, rq.peer_stall, rq.local_peer->ref, progress, now);
 }
 
 }  // namespace
