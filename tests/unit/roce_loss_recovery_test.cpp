@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -64,7 +65,15 @@ class RoceLossRecovery : public RoceTransport {
  protected:
   // One 64 KiB WRITE (64 packets at MTU 1024) and a SEND after it, with the
   // given drops; returns the WRITE's and SEND's completions.
+  // Also notes the timer's expiries before it and the milliseconds it took.
   std::vector<ibv_wc> WriteThenSend(testing::FakePacketPort::DropIf drops, int wait_ms) {
+    timeouts_before_ = tr::GetCounters().timeouts;
+    const uint64_t start = NowNs();
+    auto s = PostWriteThenSend(std::move(drops), wait_ms);
+    elapsed_ms_ = (NowNs() - start) / 1000000;
+    return s;
+  }
+  std::vector<ibv_wc> PostWriteThenSend(testing::FakePacketPort::DropIf drops, int wait_ms) {
     port_->SetDropIf(std::move(drops));
     src_.assign(65536, 0);
     dst_.assign(65536, 0);
@@ -82,6 +91,24 @@ class RoceLossRecovery : public RoceTransport {
     EXPECT_EQ(Post(a_, IBV_WR_SEND, nmr, note_.data(), 64, 2), 0);
     return Wait(cq_a_, 2, wait_ms);
   }
+  // WriteThenSend with the first `naks` sequence NAKs or their repeats lost
+  // as well (the first is always the NAK itself), and request packets as
+  // `requests` says; naks_lost_ counts what was lost.
+  std::vector<ibv_wc> WriteThenSendLosingNaks(DropByPsn requests, int naks) {
+    auto loss = std::make_shared<NakLoss>(std::move(requests), naks);
+    naks_lost_ = loss;
+    return WriteThenSend(
+        [loss](const std::vector<uint8_t>& packet, uint64_t index) {
+          // A sequence NAK (syndrome 0x60) or its repeat (an ACK, 0x1E).
+          if (packet.size() > 12 && packet[0] == kAckOpcode &&
+              ((packet[12] & 0xE0) == 0x60 || packet[12] == 0x1E) && loss->lost < loss->naks) {
+            ++loss->lost;
+            return true;
+          }
+          return loss->requests(packet, index);
+        },
+        5000);
+  }
   void ExpectDelivered(const std::vector<ibv_wc>& s) {
     ASSERT_EQ(s.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
@@ -94,8 +121,24 @@ class RoceLossRecovery : public RoceTransport {
     EXPECT_EQ(src_, dst_);
     EXPECT_EQ(note_, inbox_);
   }
+  // Delivered, and `recovered_by` did it, not the retransmit timer.
+  void ExpectDeliveredWithoutTimer(const std::vector<ibv_wc>& s, const char* recovered_by) {
+    ExpectDelivered(s);
+    EXPECT_EQ(tr::GetCounters().timeouts - timeouts_before_, 0u)
+        << "the retransmit timer recovered, not " << recovered_by;
+  }
+
+  struct NakLoss {
+    NakLoss(DropByPsn r, int n) : requests(std::move(r)), naks(n) {}
+    DropByPsn requests;
+    int naks;
+    int lost = 0;
+  };
 
   std::vector<uint8_t> src_, dst_, note_, inbox_;
+  std::shared_ptr<NakLoss> naks_lost_;
+  uint64_t timeouts_before_ = 0;
+  uint64_t elapsed_ms_ = 0;
 };
 
 // timeout 18: 1.07 s, far longer than a round trip over the fake port.
@@ -108,14 +151,11 @@ QpOptions SlowTimer() {
 TEST_F(RoceLossRecovery, MidStreamLossCostsARoundTripNotATimeout) {
   MakePair(SlowTimer());
   tr::Counters& c = tr::GetCounters();
-  const uint64_t timeouts = c.timeouts, naks = c.seq_naks_received;
-  const uint64_t start = NowNs();
+  const uint64_t naks = c.seq_naks_received;
   auto s = WriteThenSend(DropByPsn{{Psn(10), {1}}}, 5000);
-  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-  ExpectDelivered(s);
-  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not the NAK";
+  ExpectDeliveredWithoutTimer(s, "the NAK");
   EXPECT_GE(c.seq_naks_received - naks, 1u);
-  EXPECT_LT(elapsed_ms, 500u);
+  EXPECT_LT(elapsed_ms_, 500u);
 }
 
 // The retransmission of the NAKed PSN is lost too: the responder sees the
@@ -125,14 +165,11 @@ TEST_F(RoceLossRecovery, MidStreamLossCostsARoundTripNotATimeout) {
 TEST_F(RoceLossRecovery, LostRetransmissionIsNakedAgain) {
   MakePair(SlowTimer());
   tr::Counters& c = tr::GetCounters();
-  const uint64_t timeouts = c.timeouts, repeated = c.seq_naks_repeated;
-  const uint64_t start = NowNs();
+  const uint64_t repeated = c.seq_naks_repeated;
   auto s = WriteThenSend(DropByPsn{{Psn(10), {1, 2, 3}}}, 5000);
-  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-  ExpectDelivered(s);
-  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not the NAK";
+  ExpectDeliveredWithoutTimer(s, "the NAK");
   EXPECT_GE(c.seq_naks_repeated - repeated, 2u);
-  EXPECT_LT(elapsed_ms, 500u);
+  EXPECT_LT(elapsed_ms_, 500u);
 }
 
 // The sequence NAK for a lost packet is lost as well: the responder repeats
@@ -144,31 +181,13 @@ TEST_F(RoceLossRecovery, LostRetransmissionIsNakedAgain) {
 TEST_F(RoceLossRecovery, LostNakIsSentAgainAtTheNextAckReq) {
   MakePair(SlowTimer());
   tr::Counters& c = tr::GetCounters();
-  const uint64_t timeouts = c.timeouts, repeated = c.seq_naks_repeated, probes = c.tail_probes;
-  struct State {
-    DropByPsn requests{{Psn(10), {1}}};
-    bool nak_dropped = false;
-  };
-  auto state = std::make_shared<State>();
-  const uint64_t start = NowNs();
-  auto s = WriteThenSend(
-      [state](const std::vector<uint8_t>& packet, uint64_t index) {
-        // AETH syndrome 0x60: a sequence NAK.
-        if (packet.size() > 12 && packet[0] == kAckOpcode && (packet[12] & 0xE0) == 0x60 &&
-            !state->nak_dropped) {
-          state->nak_dropped = true;
-          return true;
-        }
-        return state->requests(packet, index);
-      },
-      5000);
-  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-  ExpectDelivered(s);
-  EXPECT_TRUE(state->nak_dropped);
-  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not a NAK";
+  const uint64_t repeated = c.seq_naks_repeated, probes = c.tail_probes;
+  auto s = WriteThenSendLosingNaks(DropByPsn{{Psn(10), {1}}}, 1);
+  ExpectDeliveredWithoutTimer(s, "a NAK");
+  EXPECT_EQ(naks_lost_->lost, 1);
   EXPECT_GE(c.seq_naks_repeated - repeated, 1u);
   EXPECT_GE(c.tail_probes - probes, 1u);
-  EXPECT_LT(elapsed_ms, 500u);
+  EXPECT_LT(elapsed_ms_, 500u);
 }
 
 // The mechanism that made af575a6's NAK resend fail netns.rc_transfer.nft_drop5
@@ -233,15 +252,12 @@ TEST_F(RoceLossRecovery, LostLastPacketCostsOneProbeNotATimeout) {
   o.timeout = 16;  // 268 ms
   MakePair(o);
   tr::Counters& c = tr::GetCounters();
-  const uint64_t timeouts = c.timeouts, probes = c.tail_probes;
-  const uint64_t start = NowNs();
+  const uint64_t probes = c.tail_probes;
   // PSN 64 is the SEND's only packet.
   auto s = WriteThenSend(DropByPsn{{Psn(64), {1}}}, 5000);
-  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-  ExpectDelivered(s);
-  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not the probe";
+  ExpectDeliveredWithoutTimer(s, "the probe");
   EXPECT_GE(c.tail_probes - probes, 1u);
-  EXPECT_GE(elapsed_ms, 33u);
+  EXPECT_GE(elapsed_ms_, 33u);
 }
 
 // A gap whose every NAK is lost (the first and its repeats at the pass's
@@ -250,32 +266,14 @@ TEST_F(RoceLossRecovery, LostLastPacketCostsOneProbeNotATimeout) {
 TEST_F(RoceLossRecovery, AllNaksOfAPassLostCostOneProbe) {
   MakePair(SlowTimer());
   tr::Counters& c = tr::GetCounters();
-  const uint64_t timeouts = c.timeouts, probes = c.tail_probes;
-  struct State {
-    DropByPsn requests{{Psn(10), {1}}};
-    int naks_dropped = 0;
-  };
-  auto state = std::make_shared<State>();
-  const uint64_t start = NowNs();
+  const uint64_t probes = c.tail_probes;
   // The WRITE's AckReq packets past PSN 10 are 31 and 63, the SEND's 64:
   // with the first NAK (at 11), four.
-  auto s = WriteThenSend(
-      [state](const std::vector<uint8_t>& packet, uint64_t index) {
-        // A sequence NAK (syndrome 0x60) or its repeat (an ACK, 0x1E).
-        if (packet.size() > 12 && packet[0] == kAckOpcode &&
-            ((packet[12] & 0xE0) == 0x60 || packet[12] == 0x1E) && state->naks_dropped < 4) {
-          ++state->naks_dropped;
-          return true;
-        }
-        return state->requests(packet, index);
-      },
-      5000);
-  const uint64_t elapsed_ms = (NowNs() - start) / 1000000;
-  ExpectDelivered(s);
-  EXPECT_EQ(state->naks_dropped, 4);
-  EXPECT_EQ(c.timeouts - timeouts, 0u) << "the retransmit timer recovered, not the probe";
+  auto s = WriteThenSendLosingNaks(DropByPsn{{Psn(10), {1}}}, 4);
+  ExpectDeliveredWithoutTimer(s, "the probe");
+  EXPECT_EQ(naks_lost_->lost, 4);
   EXPECT_GE(c.tail_probes - probes, 1u);
-  EXPECT_LT(elapsed_ms, 500u);
+  EXPECT_LT(elapsed_ms_, 500u);
 }
 
 // Forward progress by sequence NAKs restores the retry budget: with
