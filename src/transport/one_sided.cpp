@@ -529,6 +529,86 @@ bool OnDuplicateRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   return false;  // the response is the acknowledgement
 }
 
+// A WRITE, or one fragment of it: placed into the MR (unless the requester
+// placed it itself, kFlagPlaced), and a WRITE_WITH_IMM's receive completed
+// with its last fragment. true: acknowledge it.
+bool ExecuteWrite(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                  const shm::RecordView& view, const wire::OneSidedEth& eth, uint32_t pd_id) {
+  const bool fragment = req.mode == wire::PayloadMode::kFragment;
+  if (fragment && req.frag_offset == 0) {
+    qp.frag_received = 0;
+    qp.frag_active = false;
+  }
+  if (fragment && (req.frag_offset != qp.frag_received || (req.frag_offset && !qp.frag_active)))
+    return false;  // the tail of a message we NAKed
+  const bool imm = req.flags & wire::kFlagHasImm;
+  RecvSlot slot;
+  if (imm && !AcquireRecv(qp, &slot)) {
+    SendNak(engine, qp, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
+    return false;
+  }
+  if (!(req.flags & wire::kFlagPlaced) && req.total_len > 0) {
+    RegionHold hold(engine, qp, pd_id, eth.rkey, eth.remote_addr, req.total_len,
+                    IBV_ACCESS_REMOTE_WRITE);
+    if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+    uint32_t off = fragment ? req.frag_offset : 0;
+    if (off + uint64_t{req.payload_len} > req.total_len) return false;  // malformed
+    const uint32_t data_off = sizeof req + sizeof eth;
+    view.CopyOut(data_off, reinterpret_cast<void*>(hold.host() + off), req.payload_len);
+  }
+  if (fragment) {
+    qp.frag_received += req.payload_len;
+    qp.frag_active = true;
+    if (!(req.flags & wire::kFlagLastFragment)) return false;  // more to come
+    qp.frag_active = false;
+    qp.frag_received = 0;
+  }
+  if (imm) CompleteWriteImm(qp, slot, req);
+  qp.epsn = PsnAdd(qp.epsn, 1);
+  return true;
+}
+
+// A READ: its range checked against the MR now, read as its response goes
+// out (FlushResponses). false: refused, the QP is in ERR.
+bool QueueReadResponse(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                       const wire::OneSidedEth& eth, uint32_t pd_id) {
+  if (req.total_len > 0) {
+    uint64_t host = 0;
+    if (engine.mr_table().Lookup(KeyKind::kRemote, eth.rkey, eth.remote_addr, req.total_len, pd_id,
+                                 IBV_ACCESS_REMOTE_READ, &host, qp.qpx.qp_base.qp_num) != 0)
+      return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+  }
+  PendingResponse r{};
+  r.kind = PendingResponse::kRead;
+  r.psn = req.psn;
+  r.rkey = eth.rkey;
+  r.addr = eth.remote_addr;
+  r.len = req.total_len;
+  r.pd_id = pd_id;
+  qp.responses.push_back(r);
+  qp.rd_resources.RecordRead(req.psn, req.psn, eth.remote_addr, eth.rkey, req.total_len, pd_id);
+  return true;
+}
+
+// An atomic: executed now, its result queued as the response and remembered
+// for a duplicate. false: refused, the QP is in ERR.
+bool ExecuteAtomicRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
+                          const wire::OneSidedEth& eth, uint32_t pd_id) {
+  if (req.total_len != 8 || (eth.remote_addr & 7))
+    return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
+  RegionHold hold(engine, qp, pd_id, eth.rkey, eth.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
+  if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
+  AtomicLocks locks(engine.registry().atomic_lock_words());
+  AtomicOp op{(req.flags & wire::kFlagCmpSwap) != 0, eth.compare_add, eth.swap};
+  PendingResponse r{};
+  r.kind = PendingResponse::kAtomic;
+  r.psn = req.psn;
+  ExecuteAtomic(locks, SelfPid(), engine.me().slot, hold.host(), op, &r.value);
+  qp.responses.push_back(r);
+  qp.rd_resources.RecordAtomic(req.psn, eth.remote_addr, eth.rkey, r.value, pd_id);
+  return true;
+}
+
 }  // namespace
 
 bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
@@ -548,7 +628,6 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
     return false;  // malformed: drop
   view.CopyOut(sizeof req, &eth, sizeof eth);
   if (req.psn != qp.epsn) return OnDuplicateRequest(engine, qp, req, eth);
-  const uint32_t data_off = sizeof req + sizeof eth;
 
   // The PD rkeys are checked against: the QP's, or for an XRC target (no
   // PD) that of the SRQ the request names; an SRQ that is not here or of
@@ -572,77 +651,20 @@ bool OnOneSidedRequest(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   if (need != IBV_ACCESS_REMOTE_WRITE && qp.attr.max_dest_rd_atomic == 0)
     return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
 
+  bool answered = false;
   switch (req.type) {
-    case wire::RecordType::kWrite: {
-      const bool fragment = req.mode == wire::PayloadMode::kFragment;
-      if (fragment && req.frag_offset == 0) {
-        qp.frag_received = 0;
-        qp.frag_active = false;
-      }
-      if (fragment && (req.frag_offset != qp.frag_received || (req.frag_offset && !qp.frag_active)))
-        return false;  // the tail of a message we NAKed
-      const bool imm = req.flags & wire::kFlagHasImm;
-      RecvSlot slot;
-      if (imm && !AcquireRecv(qp, &slot)) {
-        SendNak(engine, qp, req, wire::Syndrome::kRnrNak, qp.attr.min_rnr_timer);
-        return false;
-      }
-      if (!(req.flags & wire::kFlagPlaced) && req.total_len > 0) {
-        RegionHold hold(engine, qp, pd_id, eth.rkey, eth.remote_addr, req.total_len,
-                        IBV_ACCESS_REMOTE_WRITE);
-        if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
-        uint32_t off = fragment ? req.frag_offset : 0;
-        if (off + uint64_t{req.payload_len} > req.total_len) return false;  // malformed
-        view.CopyOut(data_off, reinterpret_cast<void*>(hold.host() + off), req.payload_len);
-      }
-      if (fragment) {
-        qp.frag_received += req.payload_len;
-        qp.frag_active = true;
-        if (!(req.flags & wire::kFlagLastFragment)) return false;  // more to come
-        qp.frag_active = false;
-        qp.frag_received = 0;
-      }
-      if (imm) CompleteWriteImm(qp, slot, req);
-      qp.epsn = PsnAdd(qp.epsn, 1);
-      return true;
-    }
-    case wire::RecordType::kRead: {
-      if (req.total_len > 0) {
-        uint64_t host = 0;
-        if (engine.mr_table().Lookup(KeyKind::kRemote, eth.rkey, eth.remote_addr, req.total_len,
-                                     pd_id, IBV_ACCESS_REMOTE_READ, &host,
-                                     qp.qpx.qp_base.qp_num) != 0)
-          return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
-      }
-      PendingResponse r{};
-      r.kind = PendingResponse::kRead;
-      r.psn = req.psn;
-      r.rkey = eth.rkey;
-      r.addr = eth.remote_addr;
-      r.len = req.total_len;
-      r.pd_id = pd_id;
-      qp.responses.push_back(r);
-      qp.rd_resources.RecordRead(req.psn, req.psn, eth.remote_addr, eth.rkey, req.total_len, pd_id);
+    case wire::RecordType::kWrite:
+      return ExecuteWrite(engine, qp, req, view, eth, pd_id);
+    case wire::RecordType::kRead:
+      answered = QueueReadResponse(engine, qp, req, eth, pd_id);
       break;
-    }
-    case wire::RecordType::kAtomic: {
-      if (req.total_len != 8 || (eth.remote_addr & 7))
-        return Violation(engine, qp, req, wire::Syndrome::kNakInvalidRequest);
-      RegionHold hold(engine, qp, pd_id, eth.rkey, eth.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC);
-      if (!hold.ok()) return Violation(engine, qp, req, wire::Syndrome::kNakRemoteAccess);
-      AtomicLocks locks(engine.registry().atomic_lock_words());
-      AtomicOp op{(req.flags & wire::kFlagCmpSwap) != 0, eth.compare_add, eth.swap};
-      PendingResponse r{};
-      r.kind = PendingResponse::kAtomic;
-      r.psn = req.psn;
-      ExecuteAtomic(locks, SelfPid(), engine.me().slot, hold.host(), op, &r.value);
-      qp.responses.push_back(r);
-      qp.rd_resources.RecordAtomic(req.psn, eth.remote_addr, eth.rkey, r.value, pd_id);
+    case wire::RecordType::kAtomic:
+      answered = ExecuteAtomicRequest(engine, qp, req, eth, pd_id);
       break;
-    }
     default:
-      return false;
+      break;
   }
+  if (!answered) return false;
   qp.epsn = PsnAdd(qp.epsn, 1);
   if (!FlushResponses(engine, qp)) engine.NeedService(&qp);
   return false;  // the response is the acknowledgement
