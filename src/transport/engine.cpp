@@ -1135,8 +1135,8 @@ bool Engine::OnOneCpu() {
   return sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) == 1;
 }
 
-// A window of the watch ended: check the timers if due, and whether the
-// application polled in it. false: it did not (the watch ends).
+// The transport's timers, checked from the watch (whose sleeps end at the
+// next deadline that check returns).
 void Engine::CheckTimersForWatch(AppWatch* watch, uint64_t now) {
   uint64_t deadline = 0;
   CheckTimers(now, &deadline);
@@ -1144,6 +1144,8 @@ void Engine::CheckTimersForWatch(AppWatch* watch, uint64_t now) {
   watch->timer_deadline = deadline;
 }
 
+// A window of the watch ended: check the timers if due, and whether the
+// application polled in it. false: it did not (the watch ends).
 bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
   if (now - watch->last_timer_check >= kTimerTickNs) {
     CheckTimersForWatch(watch, now);
@@ -1393,6 +1395,13 @@ bool Engine::PollRoce(bool by_app) {
   }
   const int n = PollRoceBatch(port);
   roce_rx_lock_.unlock();
+  // Only a poll that took datagrams counts as a take (WatchRocePort: "the
+  // application takes the datagrams itself again"): an empty look says
+  // nothing of what it does with datagrams that wait, and the polls of an
+  // application that spins on memory and looks at its CQ now and then
+  // (ib_write_lat) mostly find nothing. A look that found the waiting
+  // datagrams all for other processes (ForwardingPort counts only ours)
+  // empties the port all the same, which ends their grace.
   if (by_app && n > 0)
     roce_app_takes_.store(roce_app_takes_.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
