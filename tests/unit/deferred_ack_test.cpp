@@ -82,13 +82,8 @@ constexpr int kChildSendFailed = 12;
       !test::ReadAll(down, &go, 1))
     exit(kChildSetupFailed);
   ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 8, mr->lkey};
-  ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  if (PostSend(qp, &wr, &bad) != 0 || !test::WriteAll(up, "s", 1)) exit(kChildSetupFailed);
+  if (testing::PostSignaledSend(qp, &sge) != 0 || !test::WriteAll(up, "s", 1))
+    exit(kChildSetupFailed);
   const uint64_t give_up = NowNs() + 10'000'000'000ull;
   ibv_wc wc{};
   while (PollCq(cq, 1, &wc) == 0) {

@@ -33,13 +33,13 @@ class EngineDeviceTest : public ::testing::Test {
     if (ctx_) verbs::CloseDevice(ctx_);
   }
 
-  // An RC QP with 16 WRs of one SGE each way.
-  ibv_qp* MakeRcQp(ibv_cq* send_cq, ibv_cq* recv_cq) {
+  // An RC QP with `max_wr` WRs of one SGE each way.
+  ibv_qp* MakeRcQp(ibv_cq* send_cq, ibv_cq* recv_cq, uint32_t max_wr = 16) {
     ibv_qp_init_attr a{};
     a.send_cq = send_cq;
     a.recv_cq = recv_cq;
     a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = a.cap.max_recv_wr = 16;
+    a.cap.max_send_wr = a.cap.max_recv_wr = max_wr;
     a.cap.max_send_sge = a.cap.max_recv_sge = 1;
     return verbs::CreateQp(pd_, &a);
   }

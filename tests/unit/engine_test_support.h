@@ -89,6 +89,18 @@ inline int ConnectRcOverGid(ibv_context* ctx, int gid, ibv_qp* qp, uint32_t dest
   return verbs::ModifyQp(qp, &a, mask);
 }
 
+// Posts one signaled SEND of `sge` on `qp`; PostSend's result.
+inline int PostSignaledSend(ibv_qp* qp, ibv_sge* sge, uint64_t wr_id = 0) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  return verbs::PostSend(qp, &wr, &bad);
+}
+
 // A shared-memory namespace of this test process's own (ut<pid>), so that
 // the engine neither attaches to the user's default registry nor meets
 // another test's; set it before the engine's first use.

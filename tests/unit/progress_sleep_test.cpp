@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine_device_test.h"
 #include "engine_test_support.h"
 #include "transport/engine.h"
 
@@ -45,36 +46,20 @@ bool PollOne(ibv_cq* cq) {
   return false;
 }
 
-TEST(ProgressThreadSleep, AnApplicationThatPollsAgainStopsTheWakeCallsAtOnce) {
-  testing::UseOwnNamespace();
-  int n = 0;
-  ibv_device** list = GetDeviceList(&n);
-  ASSERT_TRUE(list && n > 0);
-  ibv_context* ctx = OpenDevice(list[0]);
-  FreeDeviceList(list);
-  ASSERT_NE(ctx, nullptr);
-  const int gid = testing::LoopbackGid(ctx);
-  ASSERT_GE(gid, 0);
-  Engine* engine = Engine::Get(nullptr);
-  ASSERT_NE(engine, nullptr);
-  ibv_pd* pd = AllocPd(ctx);
+class ProgressThreadSleep : public testing::EngineDeviceTest {};
+
+TEST_F(ProgressThreadSleep, AnApplicationThatPollsAgainStopsTheWakeCallsAtOnce) {
   std::vector<char> buf(4096);
-  ibv_mr* mr = RegMr(pd, buf.data(), buf.size(), reinterpret_cast<uintptr_t>(buf.data()),
+  ibv_mr* mr = RegMr(pd_, buf.data(), buf.size(), reinterpret_cast<uintptr_t>(buf.data()),
                      IBV_ACCESS_LOCAL_WRITE);
-  ibv_cq* scq = CreateCq(ctx, 256, nullptr, nullptr, 0);
-  ibv_cq* rcq = CreateCq(ctx, 256, nullptr, nullptr, 0);
-  ASSERT_TRUE(pd && mr && scq && rcq);
-  ibv_qp_init_attr qa{};
-  qa.send_cq = scq;
-  qa.recv_cq = rcq;
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = qa.cap.max_recv_wr = 256;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  ibv_qp* a = CreateQp(pd, &qa);
-  ibv_qp* b = CreateQp(pd, &qa);
+  ibv_cq* scq = CreateCq(ctx_, 256, nullptr, nullptr, 0);
+  ibv_cq* rcq = CreateCq(ctx_, 256, nullptr, nullptr, 0);
+  ASSERT_TRUE(mr && scq && rcq);
+  ibv_qp* a = MakeRcQp(scq, rcq, 256);
+  ibv_qp* b = MakeRcQp(scq, rcq, 256);
   ASSERT_TRUE(a && b);
-  ASSERT_EQ(testing::ConnectRcOverGid(ctx, gid, a, b->qp_num, {}), 0);
-  ASSERT_EQ(testing::ConnectRcOverGid(ctx, gid, b, a->qp_num, {}), 0);
+  ASSERT_EQ(testing::ConnectRcOverGid(ctx_, gid_, a, b->qp_num, {}), 0);
+  ASSERT_EQ(testing::ConnectRcOverGid(ctx_, gid_, b, a->qp_num, {}), 0);
   constexpr int kSends = 200;
   ibv_sge rsge{reinterpret_cast<uintptr_t>(buf.data() + 2048), 64, mr->lkey};
   for (int i = 0; i < kSends; ++i) {
@@ -105,19 +90,12 @@ TEST(ProgressThreadSleep, AnApplicationThatPollsAgainStopsTheWakeCallsAtOnce) {
 
   // Each SEND (and its ACK) is a commit into this process's ring. The first
   // one wakes the thread; the others find no announcement left.
-  const uint32_t wakes_before = engine->inbound_ring().PrepareToWait();
+  const uint32_t wakes_before = engine_->inbound_ring().PrepareToWait();
   ibv_sge ssge{reinterpret_cast<uintptr_t>(buf.data()), 8, mr->lkey};
   bool ok = true;
-  for (int i = 0; i < kSends && ok; ++i) {
-    ibv_send_wr wr{};
-    wr.sg_list = &ssge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    ok = PostSend(a, &wr, &bad) == 0 && PollOne(rcq) && PollOne(scq);
-  }
-  const uint32_t wakes = engine->inbound_ring().PrepareToWait() - wakes_before;
+  for (int i = 0; i < kSends && ok; ++i)
+    ok = testing::PostSignaledSend(a, &ssge) == 0 && PollOne(rcq) && PollOne(scq);
+  const uint32_t wakes = engine_->inbound_ring().PrepareToWait() - wakes_before;
   sched_setaffinity(prog, sizeof all, &all);
   sched_setaffinity(0, sizeof all, &all);
   EXPECT_TRUE(ok);
@@ -131,9 +109,6 @@ TEST(ProgressThreadSleep, AnApplicationThatPollsAgainStopsTheWakeCallsAtOnce) {
   DestroyCq(scq);
   DestroyCq(rcq);
   DeregMr(mr);
-  DeallocPd(pd);
-  CloseDevice(ctx);
-  testing::RemoveOwnRegistry();
 }
 
 }  // namespace
