@@ -822,6 +822,7 @@ int Engine::WaitForChannelEvent(const void* channel, int nonblocking_fd, void* t
   if (!direct_waiter_.compare_exchange_strong(none, channel, std::memory_order_seq_cst)) return 0;
   t_draining_for_event = true;
   int result = 0;
+  shm::UncoveredSleeps uncovered;
   while (result == 0) {
     // Taken before the checks: a commit or token after them moves the word.
     const uint32_t word = ring_->PrepareToWait();
@@ -852,7 +853,10 @@ int Engine::WaitForChannelEvent(const void* channel, int nonblocking_fd, void* t
       if (head != shm::Ring::HeadState::kPending) ring_->PublishStalledClaim();
       const bool pending = ring_->Head() == shm::Ring::HeadState::kPending;
       int64_t timeout = pending ? static_cast<int64_t>(kAppPollingTickNs) : -1;
-      if (!covered) timeout = shm::Ring::kUncoveredSleepNs;
+      if (!covered)
+        timeout = uncovered.Next(pos, static_cast<int64_t>(kAppPollingTickNs));
+      else
+        uncovered.Reset();
       const shm::Ring::WakeReason why =
           ring_->Sleep(word, timeout, shm::Ring::kWakeConsumer | shm::Ring::kWakeEventWaiter);
       ring_->FinishSleep();
@@ -1175,6 +1179,7 @@ void Engine::ThreadMain() {
   watch.seen_polls = app_polls_.load(std::memory_order_relaxed);
   bool watch_again = false;        // the last watch ended on a record left for us
   uint64_t roce_linger_until = 0;  // see kRoceLingerNs
+  shm::UncoveredSleeps uncovered;
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t now = NowNs();
     uint64_t next_deadline = 0;
@@ -1270,12 +1275,18 @@ void Engine::ThreadMain() {
     // there, so that the record reads as pending and Peek can tell if that
     // producer died (ring.h).
     ring_->PublishStalledClaim();
-    shm::Ring::HeadState head = ring_->Head();
+    uint64_t head_pos = 0;
+    shm::Ring::HeadState head = ring_->Head(&head_pos);
     if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
       timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
     // A record reserved before our announcement commits without waking us.
-    constexpr auto kUncovered = static_cast<uint64_t>(shm::Ring::kUncoveredSleepNs);
-    if (!covered && (!timeout || timeout > kUncovered)) timeout = kUncovered;
+    if (!covered) {
+      const auto sleep =
+          static_cast<uint64_t>(uncovered.Next(head_pos, static_cast<int64_t>(kPendingRecheckNs)));
+      if (!timeout || timeout > sleep) timeout = sleep;
+    } else {
+      uncovered.Reset();
+    }
     if ((app_consumes || head != shm::Ring::HeadState::kReady) && !stop_.load()) {
       if (roce_watched) {
         // After PrepareToWait: a datagram already waiting makes the

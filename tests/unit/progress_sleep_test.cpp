@@ -111,5 +111,39 @@ TEST_F(ProgressThreadSleep, AnApplicationThatPollsAgainStopsTheWakeCallsAtOnce) 
   DeregMr(mr);
 }
 
+// Voluntary context switches of thread `tid` of this process so far.
+long VoluntarySwitches(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return atol(line.c_str() + 24);
+  return -1;
+}
+
+// A producer stopped between its reservation and its commit (a peer
+// SIGSTOPped or in a debugger at that moment): the record stays pending at
+// the head, and the idle progress thread looks again now and then, so that
+// Peek notices if that producer died. It must not wake every
+// kUncoveredSleepNs while the record waits.
+TEST_F(ProgressThreadSleep, AStalledProducerDoesNotKeepTheThreadAwake) {
+  pid_t prog = 0;
+  for (int tries = 0; tries < 200 && !prog; ++tries) {
+    prog = ThreadNamed("softrdma-prog");
+    if (!prog) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_NE(prog, 0);
+  std::shared_ptr<PeerLink> self = engine_->Peer(engine_->me());
+  ASSERT_TRUE(self && self->ring);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the thread asleep
+  shm::Reservation r;
+  ASSERT_TRUE(self->ring->TryReserve(64, &r));
+  self->ring->Wake(shm::Ring::kWakeThread);  // it goes to sleep again, the record pending
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const long before = VoluntarySwitches(prog);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long wakes = VoluntarySwitches(prog) - before;
+  self->ring->Cancel(r);
+  EXPECT_LE(wakes, 30) << "progress thread wake-ups in 300 ms with a record pending";
+}
+
 }  // namespace
 }  // namespace softrdma

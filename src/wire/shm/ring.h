@@ -299,8 +299,9 @@ class alignas(kCacheLine) Ring {
   // one of them, as any consumer will do.
   bool AnnounceSleep();
   // How long a consumer whose announcement did not cover every record
-  // sleeps at most: a producer between its reservation and its commit
-  // commits within a microsecond unless it was preempted (or died).
+  // sleeps at most at first: a producer between its reservation and its
+  // commit commits within a microsecond unless it was preempted (or died,
+  // or was stopped: UncoveredSleeps, below, then lengthens the sleeps).
   static constexpr int64_t kUncoveredSleepNs = 50'000;
   enum class WakeReason { kWoken, kTimedOut, kInterrupted };
   // Who a wake-up is for (FUTEX_WAIT_BITSET): a commit wakes one waiter that
@@ -492,6 +493,35 @@ class alignas(kCacheLine) Ring {
   uint64_t stall_pos_ = 0;      // head position being watched for a dead producer
   int64_t stall_since_ns_ = 0;  // 0 = not watching
   std::atomic<uint64_t> dead_skips_;
+};
+
+// The sleeps of a consumer whose announcements do not cover a record
+// reserved before them (AnnounceSleep false): kUncoveredSleepNs first, then
+// twice as long each time the head is found at the same position, up to the
+// caller's cap. A record that stays pending there (its producer SIGSTOPped,
+// in a debugger, or preempted for long) would otherwise wake the consumer
+// every kUncoveredSleepNs for as long as it stays (ring layout 5: ~6,000
+// wake-ups a second of an idle progress thread; layout 4 looked every
+// 100 ms); a producer that was only preempted commits within its next time
+// slice, and the consumer then sleeps at most about twice that long.
+class UncoveredSleeps {
+ public:
+  // The next sleep, the head being at `head_pos`.
+  int64_t Next(uint64_t head_pos, int64_t cap_ns) {
+    if (ns_ == 0 || head_pos != pos_) {
+      pos_ = head_pos;
+      ns_ = Ring::kUncoveredSleepNs;
+    } else {
+      ns_ = std::min(ns_ * 2, cap_ns);
+    }
+    return std::min(ns_, cap_ns);
+  }
+  // An announcement covered every record: the next uncovered one starts over.
+  void Reset() { ns_ = 0; }
+
+ private:
+  uint64_t pos_ = 0;
+  int64_t ns_ = 0;
 };
 
 template <typename Fn>
