@@ -69,7 +69,7 @@ TEST(ShmRingPollTest, HeadTellsThePositionItDescribes) {
   ASSERT_TRUE(Produce(r, 100));  // two slots
   EXPECT_EQ(r->Head(&pos), Ring::HeadState::kReady);
   EXPECT_EQ(pos, 0u);
-  ASSERT_TRUE(Produce(r, 8));  // one slot, behind it
+  ASSERT_TRUE(Produce(r, 8));  // a small record, behind it
   RecordView v;
   ASSERT_TRUE(r->Peek(&v));
   r->Release(v);
@@ -79,22 +79,24 @@ TEST(ShmRingPollTest, HeadTellsThePositionItDescribes) {
   ASSERT_TRUE(r->Peek(&v));
   r->Release(v);
   EXPECT_EQ(r->Head(&pos), Ring::HeadState::kEmpty);
-  EXPECT_EQ(pos, 3u);
+  EXPECT_EQ(pos, 2u + Ring::SlotsFor(8));
 }
 
 TEST(ShmRingPollTest, ProducersCatchUpWithTheConsumerWhenTheRingLooksFull) {
-  // 16 slots, one-slot records: the producer's view of the consumer is
+  // 16 slots, small records: the producer's view of the consumer is
   // refreshed only when the ring looks full by it. Each lap must then find
   // the room the consumer made, and a really full ring must still be full.
   LocalRing lr(16);
   Ring* r = lr.ring;
   ASSERT_NE(r, nullptr);
+  const uint32_t per_record = Ring::SlotsFor(8);
+  const int fit = static_cast<int>(16 / per_record);
   for (int lap = 0; lap < 5; ++lap) {
-    for (int i = 0; i < 16; ++i) ASSERT_TRUE(Produce(r, 8)) << "lap " << lap << " record " << i;
+    for (int i = 0; i < fit; ++i) ASSERT_TRUE(Produce(r, 8)) << "lap " << lap << " record " << i;
     EXPECT_FALSE(Produce(r, 8)) << "lap " << lap << ": a full ring took a record";
     EXPECT_EQ(r->UsedSlots(), 16u);
     // The consumer frees part of the ring: exactly that much room appears.
-    const int freed = 3 + lap;
+    const int freed = 1 + lap % 3;
     for (int i = 0; i < freed; ++i) {
       RecordView v;
       ASSERT_TRUE(r->Peek(&v));
@@ -107,24 +109,27 @@ TEST(ShmRingPollTest, ProducersCatchUpWithTheConsumerWhenTheRingLooksFull) {
     while (r->Peek(&v)) r->Release(v);
     EXPECT_EQ(r->UsedSlots(), 0u);
   }
-  EXPECT_EQ(r->ReservedSlots(), 5u * 16 + (3 + 4 + 5 + 6 + 7));
+  EXPECT_EQ(r->ReservedSlots(), per_record * (5u * fit + (1 + 2 + 3 + 1 + 2)));
 }
 
 TEST(ShmRingPollTest, ConsumeBatchPublishesRoomOnce) {
   LocalRing lr(16);
   Ring* r = lr.ring;
   ASSERT_NE(r, nullptr);
-  for (int i = 0; i < 16; ++i) ASSERT_TRUE(Produce(r, 8));
+  const uint32_t per_record = Ring::SlotsFor(8);
+  const uint32_t fit = 16 / per_record;
+  for (uint32_t i = 0; i < fit; ++i) ASSERT_TRUE(Produce(r, 8));
+  const uint32_t taken = fit - 2;
   int seen = 0;
-  EXPECT_EQ(r->ConsumeBatch(10,
+  EXPECT_EQ(r->ConsumeBatch(taken,
                             [&](const RecordView& v) {
                               EXPECT_EQ(v.size(), 8u);
                               ++seen;
                             }),
-            10u);
-  EXPECT_EQ(seen, 10);
-  EXPECT_EQ(r->UsedSlots(), 6u);
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(Produce(r, 8));
+            taken);
+  EXPECT_EQ(seen, static_cast<int>(taken));
+  EXPECT_EQ(r->UsedSlots(), 2u * per_record);
+  for (uint32_t i = 0; i < taken; ++i) ASSERT_TRUE(Produce(r, 8));
   EXPECT_FALSE(Produce(r, 8));
 }
 

@@ -20,9 +20,11 @@ TEST(ShmRingTest, GeometryAndFormatValidation) {
   EXPECT_EQ(Ring::RegionBytes(3), 0u);
   EXPECT_EQ(Ring::RegionBytes(Ring::kMaxSlots * 2), 0u);
   EXPECT_EQ(Ring::RegionBytes(16) - Ring::RegionBytes(8), 8u * (8 + kSlotBytes));
-  EXPECT_EQ(Ring::SlotsFor(0), 1u);
-  EXPECT_EQ(Ring::SlotsFor(56), 1u);
-  EXPECT_EQ(Ring::SlotsFor(57), 2u);
+  // Two slots at least (the line after a record's first is its own).
+  EXPECT_EQ(Ring::SlotsFor(0), 2u);
+  EXPECT_EQ(Ring::SlotsFor(56), 2u);
+  EXPECT_EQ(Ring::SlotsFor(120), 2u);
+  EXPECT_EQ(Ring::SlotsFor(121), 3u);
 
   LocalRing ok(16);
   ASSERT_NE(ok.ring, nullptr);
@@ -222,7 +224,8 @@ TEST(ShmRingTest, FullRingBackPressure) {
   ASSERT_NE(ring, nullptr);
   Reservation r;
   EXPECT_FALSE(ring->TryReserve(ring->MaxPayload() + 1, &r));
-  for (int i = 0; i < 16; ++i) {
+  const int fit = static_cast<int>(16 / Ring::SlotsFor(sizeof(int)));
+  for (int i = 0; i < fit; ++i) {
     ASSERT_TRUE(ring->TryProduce(&i, sizeof(i), nullptr, 0)) << i;
   }
   EXPECT_EQ(ring->UsedSlots(), 16u);
@@ -233,10 +236,10 @@ TEST(ShmRingTest, FullRingBackPressure) {
   RecordView v;
   ASSERT_TRUE(ring->Peek(&v));
   ring->Release(v);
-  int x = 16;
+  int x = fit;
   EXPECT_TRUE(ring->TryProduce(&x, sizeof(x), nullptr, 0));
   EXPECT_FALSE(ring->TryReserve(0, &r));
-  for (int expect = 1; expect <= 16; ++expect) {
+  for (int expect = 1; expect <= fit; ++expect) {
     ASSERT_TRUE(ring->Peek(&v));
     int got = -1;
     ASSERT_TRUE(v.CopyOut(0, &got, sizeof(got)));

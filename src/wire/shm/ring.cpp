@@ -430,6 +430,15 @@ bool Ring::TryProduce(const void* hdr, uint32_t hdr_len, const void* payload,
   const uint32_t bytes = hdr_len + payload_len;  // <= 128: below any MaxPayload()
   const uint32_t slots = slot_count_;
   const uint64_t mask = slots - 1;
+  // Two slots at least (SlotsFor): a record that fits one slot (an 8-byte
+  // SEND, an ACK) takes two, and both lines are asked for below, so that the
+  // line after a record's first is its own. The consumer's HeadWord
+  // prefetches the head's line and the next one; with one-slot records that
+  // next line was the one the producer was about to write, and an idle
+  // consumer's polls kept taking it away. ib_send_bw -s 8 -n 5000000
+  // unpinned, alternating builds: median per-round ratio 1.05-1.21 in three
+  // sets, faster in 22 of 26 rounds; without asking for the padding line,
+  // 1.00 (performance.md, "The 8-byte SEND rate, unpinned").
   const uint32_t n = SlotsFor(bytes);
   const uint64_t p = reserve_pos_.load(std::memory_order_acquire);
   const uint64_t last = last_claim_.load(std::memory_order_acquire);

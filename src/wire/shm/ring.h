@@ -202,6 +202,7 @@ class alignas(kCacheLine) Ring {
   static constexpr uint32_t kMinSlots = 2;
   static constexpr uint32_t kMaxSlots = 1u << 24;    // 1 GiB of data
   static constexpr uint32_t kMaxRecordSlots = 4095;  // 12-bit field of the seq word
+  static constexpr uint32_t kMinRecordSlots = 2;
   static constexpr uint32_t kRecordHeaderBytes = 8;
   // How long a reserved record may stay uncommitted before the consumer asks
   // whether its producer is still alive (and then again every such period).
@@ -229,9 +230,12 @@ class alignas(kCacheLine) Ring {
   static constexpr uint64_t FreeWordOfLap(uint64_t lap) { return lap << kSeqTagShift; }
   // Largest payload one record can carry.
   uint32_t MaxPayload() const;
+  // Two at least: a record that fits one slot takes two, so that the line
+  // after a record's first is its own (why in ring.cpp, TryProduce).
   static uint32_t SlotsFor(uint32_t payload_bytes) {
-    return static_cast<uint32_t>((uint64_t{kRecordHeaderBytes} + payload_bytes + kSlotBytes - 1) /
-                                 kSlotBytes);
+    const uint64_t used =
+        (uint64_t{kRecordHeaderBytes} + payload_bytes + kSlotBytes - 1) / kSlotBytes;
+    return static_cast<uint32_t>(std::max<uint64_t>(used, kMinRecordSlots));
   }
 
   // ---- producers (any thread of any process) ----
@@ -360,7 +364,7 @@ class alignas(kCacheLine) Ring {
   // before it commits, so when the seq word says "committed" the record is
   // usually here already, instead of costing a second cross-core miss after
   // the first (ib_send_lat -s 8 on a 2-core VM: 0.63 -> 0.49 us). The
-  // line after it too: a SEND of 9 to 72 bytes (56 bytes of ring and
+  // line after it too: a SEND of up to 72 bytes (56 bytes of ring and
   // transport headers) is a two-slot record, whose second line otherwise
   // came over only once the copy reached it (ib_send_lat -s 64, median and
   // minimum ~0.07 us lower; -s 8 unchanged).
