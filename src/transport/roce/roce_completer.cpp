@@ -180,16 +180,30 @@ void OnSequenceNak(Engine& engine, Qp& qp, uint32_t psn) {
 // send code 30 on any ordinary ACK (32768 credits); read as a repeat, each
 // such ACK of new PSNs made us go back and send everything after it again.
 // Ours sends it only for a gap it has NAKed, as an ACK of the PSN before it:
-// so it must make no progress (psn + 1 is our oldest unacknowledged PSN)
-// and we must have received that gap's NAK, or, as that NAK may have been
-// lost, have sent a tail probe since the last progress (whose answer it may
-// be: a foreign responder's then costs one go-back per probe, at most two
-// per timeout, as the timer would).
+// so it must make no progress (psn + 1 is our oldest unacknowledged PSN),
+// and one of: we received that gap's NAK; the peer's other ACKs say it does
+// not advertise credits (code 31 and never a count: an SRQ responder, or
+// ours), so its code 30 is no credit count (the gap's NAK may have been
+// lost: a pass later, or a probe, would cost a whole transfer's speed at
+// 5% loss); or, the NAK lost and the peer not known, a tail probe went
+// since the last progress (a foreign responder's duplicate ACK then costs
+// one go-back per probe, at most two per timeout, as the timer would).
 bool IsNakRepeat(const Qp& qp, uint32_t psn) {
   const RoceQp& rq = *qp.roce;
   const uint32_t gap = PsnAdd(psn, 1);
   if (gap != rq.comp_psn) return false;
-  return (rq.nak_gap_open && rq.nak_gap_psn == gap) || rq.probes_sent > 0;
+  if (rq.nak_gap_open && rq.nak_gap_psn == gap) return true;
+  if (rq.peer_credits_invalid_seen && !rq.peer_credit_count_seen) return true;
+  return rq.probes_sent > 0;
+}
+
+// What an ACK's credit code tells of the peer (IsNakRepeat).
+void NoteCreditCode(RoceQp& rq, uint8_t syndrome) {
+  const uint8_t code = sr::AethValueOf(syndrome);
+  if (code == 31)
+    rq.peer_credits_invalid_seen = true;
+  else if (code < 30)
+    rq.peer_credit_count_seen = true;
 }
 
 // A sequence NAK for `psn` came: while nothing acknowledges past it, credit
@@ -208,6 +222,7 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
     case sr::AethType::kAck:
       // Our responder's repeat of a sequence NAK for epsn (psn + 1); credit
       // code 30 on any other ACK is a foreign responder's credit count.
+      NoteCreditCode(rq, syndrome);
       if (syndrome == kNakRepeatSyndrome && IsNakRepeat(qp, psn))
         return OnSequenceNak(engine, qp, PsnAdd(psn, 1));
       if (RetireThrough(qp, psn, /*inclusive=*/true) == Retire::kImpliedNak) {

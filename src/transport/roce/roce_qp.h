@@ -58,11 +58,18 @@ struct RoceQp {
   bool last_nak_valid = false;
   // The gap a sequence NAK (the NAK itself, not a repeat) named, open while
   // comp_psn stays at nak_gap_psn (the completer's AdvanceComp closes it):
-  // only then, or after a tail probe, is an ACK with credit code 30 that
-  // makes no progress our responder's repeat of that NAK; any other is an
-  // ordinary ACK (docs/design.md "Repeated sequence NAKs").
+  // then, after a tail probe, or from a peer that does not advertise
+  // credits (below), an ACK with credit code 30 that makes no progress is
+  // our responder's repeat of that NAK; any other is an ordinary ACK
+  // (docs/design.md "Repeated sequence NAKs").
   uint32_t nak_gap_psn = 0;
   bool nak_gap_open = false;
+  // The credit codes of the peer's ACKs: 31 ("invalid": a responder on an
+  // SRQ, or ours) and 0-29 (real credit counts). A peer that sent 31 and
+  // never a count does not advertise credits, so its code 30 can only be
+  // our responder's NAK repeat.
+  bool peer_credits_invalid_seen = false;
+  bool peer_credit_count_seen = false;
   // Tail-loss probes (docs/design.md "Tail-loss probe"): while a wait for
   // progress lasts, an eighth of `timeout` without any and again a quarter,
   // the last packet sent goes again with AckReq. probes_sent: since the last
