@@ -51,13 +51,7 @@ class RoceForeignAck : public RoceTransport {
     QpOptions o;
     o.timeout = 18;  // 1.07 s: the timer plays no part
     MakePair(o);
-    ibv_gid g{};
-    QueryGid(ctx_, 1, gid_, &g);
-    memcpy(addr_.s6_addr, g.raw, 16);
-    memcpy(net_.src_gid.data(), g.raw, 16);
-    memcpy(net_.dst_gid.data(), g.raw, 16);
-    net_.ip_version = roce::IsIpv4Mapped(net_.src_gid) ? 4 : 6;
-    net_.udp_src_port = roce::kRoceUdpPort;
+    LoopbackInjectionHeaders(&addr_, &net_);
     traffic_ = std::make_shared<Traffic>();
     port_->SetDropIf([t = traffic_](const std::vector<uint8_t>& packet, uint64_t) {
       std::lock_guard<std::mutex> lock(t->mutex);

@@ -71,13 +71,7 @@ class RoceStrictRequester : public RoceTransport {
     QpOptions o;
     o.timeout = 18;  // our side's timer never plays here
     MakePair(o);
-    ibv_gid g{};
-    QueryGid(ctx_, 1, gid_, &g);
-    memcpy(addr_.s6_addr, g.raw, 16);
-    memcpy(net_.src_gid.data(), g.raw, 16);
-    memcpy(net_.dst_gid.data(), g.raw, 16);
-    net_.ip_version = roce::IsIpv4Mapped(net_.src_gid) ? 4 : 6;
-    net_.udp_src_port = roce::kRoceUdpPort;
+    LoopbackInjectionHeaders(&addr_, &net_);
     target_.assign(kMessages * kBytes, 0);
     target_mr_ = Register(target_);
     // Every answer of the responder (b, the peer of a) is recorded and kept

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <endian.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -176,6 +177,18 @@ class RoceTransport : public ::testing::Test {
     }
     ibv_send_wr* bad = nullptr;
     return PostSend(qp, &wr, &bad);
+  }
+
+  // The address and network headers of a packet a scripted peer injects into
+  // the fake port: from this device's loopback GID to itself, RoCE's UDP port.
+  void LoopbackInjectionHeaders(in6_addr* addr, roce::NetworkHeaders* net) {
+    ibv_gid g{};
+    QueryGid(ctx_, 1, gid_, &g);
+    memcpy(addr->s6_addr, g.raw, 16);
+    memcpy(net->src_gid.data(), g.raw, 16);
+    memcpy(net->dst_gid.data(), g.raw, 16);
+    net->ip_version = roce::IsIpv4Mapped(net->src_gid) ? 4 : 6;
+    net->udp_src_port = roce::kRoceUdpPort;
   }
 
   Engine* engine_ = nullptr;
