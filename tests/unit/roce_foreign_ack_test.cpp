@@ -22,13 +22,10 @@ namespace {
 
 using namespace softrdma::verbs;
 using testing::kAckOpcode;
+using testing::PsnOf;
 using testing::QpOptions;
 using testing::RoceTransport;
 namespace tr = transport::roce;
-
-uint32_t PsnOf(const std::vector<uint8_t>& packet) {
-  return (uint32_t{packet[9]} << 16) | (uint32_t{packet[10]} << 8) | packet[11];
-}
 
 // What crossed the port: the requests (a's), and the PSNs of the
 // responder's ACKs, which the port keeps from a.

@@ -31,10 +31,8 @@ namespace tr = transport::roce;
 
 constexpr uint32_t kFirstPsn = 0xFFFFF0;  // the fixture's sq_psn (PSNs wrap)
 using testing::kAckOpcode;
+using testing::PsnOf;
 
-uint32_t PsnOf(const std::vector<uint8_t>& packet) {
-  return (uint32_t{packet[9]} << 16) | (uint32_t{packet[10]} << 8) | packet[11];
-}
 uint32_t Psn(uint32_t offset) {
   return (kFirstPsn + offset) & 0xFFFFFF;
 }

@@ -25,6 +25,7 @@ namespace {
 
 using namespace softrdma::verbs;
 using testing::kAckOpcode;
+using testing::PsnOf;
 using testing::QpOptions;
 using testing::RoceTransport;
 
@@ -33,10 +34,6 @@ constexpr uint32_t kMessages = 24;        // one-packet WRITEs, each with AckReq
 constexpr uint32_t kLost = 5;             // the message whose packet is lost
 constexpr uint32_t kBytes = 64;
 constexpr int kRetryCnt = 7;
-
-uint32_t PsnOf(const std::vector<uint8_t>& packet) {
-  return (uint32_t{packet[9]} << 16) | (uint32_t{packet[10]} << 8) | packet[11];
-}
 
 // What the responder sent back, in order.
 struct Responses {

@@ -36,6 +36,11 @@ using namespace softrdma::verbs;
 // packets the fake port carries.
 inline constexpr uint8_t kAckOpcode = 0x11;
 
+// The 24-bit PSN of a packet the fake port carries (BTH bytes 9..11).
+inline uint32_t PsnOf(const std::vector<uint8_t>& packet) {
+  return (uint32_t{packet[9]} << 16) | (uint32_t{packet[10]} << 8) | packet[11];
+}
+
 struct QpOptions {
   ibv_qp_type type = IBV_QPT_RC;
   ibv_mtu mtu = IBV_MTU_1024;
