@@ -958,16 +958,9 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
   // seq_cst: see ApplicationMayBlock.
   thread_state_.store(kAppPolling, std::memory_order_seq_cst);
   WatchEnd end = WatchEnd::kStopping;
-  uint64_t seen_pos = 0;  // the head position at the last look
-  ring_->Head(&seen_pos);
-  bool timing = false;       // a record at the head is being given its grace
-  bool timed_ready = false;  // ... committed (its grace starts at the commit)
-  uint64_t timed_pos = 0, timed_since = 0;
-  bool slept_on_ring = false;  // announced, with nothing ready at slept_pos
-  uint64_t slept_pos = 0;
-  // Quiet: the application drained a record we timed in this window.
-  bool app_drained_timed = false;
-  uint64_t window_seen = watch->window_start;
+  HeadLook look;
+  ring_->Head(&look.seen_pos);
+  look.window_seen = watch->window_start;
   for (;;) {
     // Taken before the checks: a Wake() after them ends the wait below.
     const uint32_t word = ring_->PrepareToWait();
@@ -982,71 +975,15 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
       end = WatchEnd::kAppStopped;
       break;
     }
-    uint64_t pos = 0;
-    const shm::Ring::HeadState head = ring_->Head(&pos);
-    if (pos != seen_pos) {  // only the application drains while we watch
-      seen_pos = pos;
-      if (watch->on_ring && ++watch->app_drains >= kAppDrainsBeforeQuiet) watch->on_ring = false;
-    }
-    const bool ready = head == shm::Ring::HeadState::kReady;
-    if (ready && slept_on_ring && pos == slept_pos) {
-      end = WatchEnd::kRecordLeft;  // its commit woke us, and it is still there
-      break;
-    }
-    slept_on_ring = false;
-    if (watch->window_start != window_seen) {
-      window_seen = watch->window_start;
-      app_drained_timed = false;
-    }
-    if (head == shm::Ring::HeadState::kEmpty) {
-      timing = false;
-    } else if (timing && pos == timed_pos) {
-      if (ready != timed_ready) {  // its commit came: the grace starts now
-        timed_ready = ready;
-        timed_since = now;
-      }
-    } else if (timing && !watch->on_ring) {
-      // The application drained the record we timed: it drains by itself.
-      // Quiet, we look again next window; timing every record that happens
-      // to be at the head when we look (a ping-pong has one there about
-      // half the time) would wake us every grace, preempting the
-      // application on a host whose cores it keeps busy.
-      timing = false;
-      app_drained_timed = true;
-    } else if (!app_drained_timed || watch->on_ring) {
-      timing = true;
-      timed_ready = ready;
-      timed_pos = pos;
-      timed_since = now;
-    }
-    const uint64_t grace = ready ? kAppDrainGraceNs : kAppPollingTickNs;
-    if (timing && now - timed_since >= grace) {
+    bool ready = false;
+    uint64_t deadline = watch->window_start + watch->window;
+    if (RecordLeftAtHead(watch, &look, now, &ready, &deadline)) {
       end = WatchEnd::kRecordLeft;
       break;
     }
-    uint64_t deadline = watch->window_start + watch->window;
-    if (timing) deadline = std::min(deadline, timed_since + grace);
     if (watch->timer_deadline > now) deadline = std::min(deadline, watch->timer_deadline);
     if (WatchRocePort(watch, now, &deadline)) continue;
-    const auto timeout = static_cast<int64_t>(deadline - now);  // > 0: checked above
-    // Datagrams left for us before: the port's watcher wakes us when one
-    // comes (not while some are given their grace: it would wake at once).
-    const bool arm_port = watch->on_port && !watch->port_timing;
-    if (arm_port) ArmRoceWatcher();
-    if (watch->on_ring && !ready) {
-      // An announcement that does not cover a record being written when it
-      // was made leaves that record to the window's timing, as when quiet.
-      ring_->AnnounceSleep();
-      // A commit before the announcement sent no wake-up: look once more.
-      if (ring_->Head(&slept_pos) != shm::Ring::HeadState::kReady) {
-        ring_->Sleep(word, timeout);
-        slept_on_ring = true;
-      }
-      ring_->FinishSleep();
-    } else {
-      ring_->Sleep(word, timeout, shm::Ring::kWakeThread);  // quiet: no commit ends it
-    }
-    if (arm_port) roce_watch_armed_.store(0, std::memory_order_relaxed);
+    WatchSleep(watch, &look, word, static_cast<int64_t>(deadline - now), ready);  // > 0: checked
   }
   thread_state_.store(kRunning, std::memory_order_relaxed);
   if (end == WatchEnd::kRecordLeft) {
@@ -1055,6 +992,77 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
     watch->app_drains = 0;
   }
   return end;
+}
+
+// The watch's look at the ring's head (see "Watching is quiet or on the
+// ring" above). true: a record there was left for the thread. Else *ready
+// says whether a committed record is at the head, and *deadline is lowered
+// to the end of the grace given to the record being timed, if any.
+bool Engine::RecordLeftAtHead(AppWatch* watch, HeadLook* look, uint64_t now, bool* ready,
+                              uint64_t* deadline) {
+  uint64_t pos = 0;
+  const shm::Ring::HeadState head = ring_->Head(&pos);
+  if (pos != look->seen_pos) {  // only the application drains while we watch
+    look->seen_pos = pos;
+    if (watch->on_ring && ++watch->app_drains >= kAppDrainsBeforeQuiet) watch->on_ring = false;
+  }
+  *ready = head == shm::Ring::HeadState::kReady;
+  if (*ready && look->slept_on_ring && pos == look->slept_pos)
+    return true;  // its commit woke us, and it is still there
+  look->slept_on_ring = false;
+  if (watch->window_start != look->window_seen) {
+    look->window_seen = watch->window_start;
+    look->app_drained_timed = false;
+  }
+  if (head == shm::Ring::HeadState::kEmpty) {
+    look->timing = false;
+  } else if (look->timing && pos == look->timed_pos) {
+    if (*ready != look->timed_ready) {  // its commit came: the grace starts now
+      look->timed_ready = *ready;
+      look->timed_since = now;
+    }
+  } else if (look->timing && !watch->on_ring) {
+    // The application drained the record we timed: it drains by itself.
+    // Quiet, we look again next window; timing every record that happens
+    // to be at the head when we look (a ping-pong has one there about
+    // half the time) would wake us every grace, preempting the
+    // application on a host whose cores it keeps busy.
+    look->timing = false;
+    look->app_drained_timed = true;
+  } else if (!look->app_drained_timed || watch->on_ring) {
+    look->timing = true;
+    look->timed_ready = *ready;
+    look->timed_pos = pos;
+    look->timed_since = now;
+  }
+  const uint64_t grace = *ready ? kAppDrainGraceNs : kAppPollingTickNs;
+  if (look->timing && now - look->timed_since >= grace) return true;
+  if (look->timing) *deadline = std::min(*deadline, look->timed_since + grace);
+  return false;
+}
+
+// The watch's wait until its deadline (`timeout` ns): announced on the ring
+// when on_ring (the next commit wakes it), else for kicks only.
+void Engine::WatchSleep(AppWatch* watch, HeadLook* look, uint32_t word, int64_t timeout,
+                        bool ready) {
+  // Datagrams left for us before: the port's watcher wakes us when one
+  // comes (not while some are given their grace: it would wake at once).
+  const bool arm_port = watch->on_port && !watch->port_timing;
+  if (arm_port) ArmRoceWatcher();
+  if (watch->on_ring && !ready) {
+    // An announcement that does not cover a record being written when it
+    // was made leaves that record to the window's timing, as when quiet.
+    ring_->AnnounceSleep();
+    // A commit before the announcement sent no wake-up: look once more.
+    if (ring_->Head(&look->slept_pos) != shm::Ring::HeadState::kReady) {
+      ring_->Sleep(word, timeout);
+      look->slept_on_ring = true;
+    }
+    ring_->FinishSleep();
+  } else {
+    ring_->Sleep(word, timeout, shm::Ring::kWakeThread);  // quiet: no commit ends it
+  }
+  if (arm_port) roce_watch_armed_.store(0, std::memory_order_relaxed);
 }
 
 // The RoCE port during a watch. The ring's rule (kRecordLeft) for datagrams:
@@ -1175,133 +1183,157 @@ void Engine::ThreadMain() {
   t_progress_thread = true;
   // Named for `top -H`, `perf sched` and the tests.
   prctl(PR_SET_NAME, "softrdma-prog", 0, 0, 0);
-  AppWatch watch;
-  watch.seen_polls = app_polls_.load(std::memory_order_relaxed);
-  bool watch_again = false;        // the last watch ended on a record left for us
-  uint64_t roce_linger_until = 0;  // see kRoceLingerNs
-  shm::UncoveredSleeps uncovered;
+  ProgressLoop loop;
+  loop.watch.seen_polls = app_polls_.load(std::memory_order_relaxed);
   while (!stop_.load(std::memory_order_relaxed)) {
-    uint64_t now = NowNs();
-    uint64_t next_deadline = 0;
-    bool did = DrainRing(/*by_app=*/false);
+    const uint64_t now = NowNs();
     const bool roce = roce_active_.load(std::memory_order_relaxed);
-    if (roce && PollRoce()) {
-      did = true;
-      roce_linger_until = now + kRoceLingerNs;
-    }
-    // ACKs an application's drain held back: at the latest about one window
-    // after the application stopped polling (see DeferAcks).
-    FlushDeferredAcks();
-    if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, &next_deadline);
+    uint64_t next_deadline = 0;
     bool timers_live = false;
-    if (now - watch.last_timer_check >= kTimerTickNs || did ||
-        (watch.timer_deadline && now >= watch.timer_deadline)) {
-      uint64_t timer_deadline = 0;
-      timers_live = CheckTimers(now, &timer_deadline);
-      watch.last_timer_check = now;
-      watch.timer_deadline = timer_deadline;
-    } else {
-      timers_live = true;  // checked recently; keep ticking
-    }
-    if (watch.timer_deadline && (!next_deadline || watch.timer_deadline < next_deadline))
-      next_deadline = watch.timer_deadline;
-    if (did) continue;
-
+    if (DoProgressWork(&loop, now, roce, &next_deadline, &timers_live)) continue;
     const uint64_t polls = app_polls_.load(std::memory_order_relaxed);
-    if ((watch_again || polls != watch.seen_polls) &&
+    if ((loop.watch_again || polls != loop.watch.seen_polls) &&
         !app_may_block_.load(std::memory_order_seq_cst)) {
-      if (!watch_again) StartWatchWindow(&watch, polls, now);
-      watch_again = WatchPollingApplication(&watch) == WatchEnd::kRecordLeft;
+      if (!loop.watch_again) StartWatchWindow(&loop.watch, polls, now);
+      loop.watch_again = WatchPollingApplication(&loop.watch) == WatchEnd::kRecordLeft;
       continue;
     }
-    watch_again = false;
+    loop.watch_again = false;
+    if (roce && LingerOnRocePort(&loop, now)) continue;
+    SleepUntilWork(&loop, roce, ThreadSleepTimeout(now, next_deadline, timers_live, roce));
+  }
+}
 
-    // Datagrams came a moment ago: the next burst is likely close behind.
-    if (roce && now < roce_linger_until && roce_watch_fd_ >= 0) {
-      const timespec linger{0, static_cast<long>(roce_linger_until - now)};
-      pollfd fd{roce_watch_fd_.load(), POLLIN, 0};
-      ppoll(&fd, 1, &linger, nullptr);
-      roce_linger_until = 0;  // renewed by the next poll that finds datagrams
-      continue;
-    }
+// One round of the progress thread's work: the ring, the RoCE port, deferred
+// ACKs, QPs waiting for service, and the timers when due. true: something
+// was done (look again before sleeping). *next_deadline: the earliest timer
+// deadline known (0: none); *timers_live: timers run (tick while sleeping).
+bool Engine::DoProgressWork(ProgressLoop* loop, uint64_t now, bool roce, uint64_t* next_deadline,
+                            bool* timers_live) {
+  AppWatch& watch = loop->watch;
+  bool did = DrainRing(/*by_app=*/false);
+  if (roce && PollRoce()) {
+    did = true;
+    loop->roce_linger_until = now + kRoceLingerNs;
+  }
+  // ACKs an application's drain held back: at the latest about one window
+  // after the application stopped polling (see DeferAcks).
+  FlushDeferredAcks();
+  if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, next_deadline);
+  if (now - watch.last_timer_check >= kTimerTickNs || did ||
+      (watch.timer_deadline && now >= watch.timer_deadline)) {
+    uint64_t timer_deadline = 0;
+    *timers_live = CheckTimers(now, &timer_deadline);
+    watch.last_timer_check = now;
+    watch.timer_deadline = timer_deadline;
+  } else {
+    *timers_live = true;  // checked recently; keep ticking
+  }
+  if (watch.timer_deadline && (!*next_deadline || watch.timer_deadline < *next_deadline))
+    *next_deadline = watch.timer_deadline;
+  return did;
+}
 
-    uint64_t timeout = 0;
-    if (timers_live) timeout = kTimerTickNs;
-    if (next_deadline) {
-      uint64_t until = next_deadline > now ? next_deadline - now : 1;
-      if (!timeout || until < timeout) timeout = until;
-    }
-    // Work that waits for room in a peer's ring: look again soon, without
-    // spinning (the peer may be slow, or gone until its timer fires).
-    if (service_pending_.load(std::memory_order_acquire) && (!timeout || timeout > kBlockedRetryNs))
-      timeout = kBlockedRetryNs;
-    // The RoCE port's packets do not wake this futex: look every tick while
-    // a QP uses the wire (docs/design.md "RoCEv2 transport": progress).
-    const bool roce_watched = roce && roce_watch_fd_ >= 0;
-    if (roce && !roce_watched && (!timeout || timeout > kRocePollNs)) timeout = kRocePollNs;
-    thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
-    // An application drain may have held ACKs back before it could see
-    // that we sleep (DeferAcks): they must not wait for our wake-up.
-    FlushAcksBeforeSleep();
-    // The wake word is taken after the state store (paired with
-    // LeaveDirectWait, see there) and before the look at timers_armed_
-    // (paired with WatchTimers): a post that arms the timers after that look
-    // sees us asleep without a timeout and kicks, and the kick moves the word
-    // we are about to sleep on. Taken after the look, it could already hold
-    // that kick, and we would sleep with no timeout while sends are
-    // outstanding, until something else came into the ring.
-    uint32_t word = ring_->PrepareToWait();
-    if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
-      // Sends were posted since we last looked: watch their timers.
-      thread_state_.store(kRunning, std::memory_order_relaxed);
-      watch.last_timer_check = 0;
-      continue;
-    }
-    // An application thread blocked for a completion event consumes in our
-    // place (WaitForChannelEvent): commits must wake it, not us, so we wait
-    // unannounced, for kicks and our timeout only.
-    const bool app_consumes = direct_waiter_.load(std::memory_order_seq_cst) != nullptr;
-    const bool covered = app_consumes || ring_->AnnounceSleep();
-    // A QP took the RoCE wire since the top of this round: its kick
-    // (ActivateRoce's Wake) may have come before PrepareToWait, so look
-    // again rather than sleep without polling the port or arming the watcher.
-    if (!roce && roce_active_.load(std::memory_order_seq_cst)) {
-      if (!app_consumes) ring_->FinishSleep();
-      thread_state_.store(kRunning, std::memory_order_relaxed);
-      continue;
-    }
-    // A producer between reserve and commit with nobody reserving after it
-    // is invisible at the head until its claim is in the seq word: put it
-    // there, so that the record reads as pending and Peek can tell if that
-    // producer died (ring.h).
-    ring_->PublishStalledClaim();
-    uint64_t head_pos = 0;
-    shm::Ring::HeadState head = ring_->Head(&head_pos);
-    if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
-      timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
-    // A record reserved before our announcement commits without waking us.
-    if (!covered) {
-      const auto sleep =
-          static_cast<uint64_t>(uncovered.Next(head_pos, static_cast<int64_t>(kPendingRecheckNs)));
-      if (!timeout || timeout > sleep) timeout = sleep;
-    } else {
-      uncovered.Reset();
-    }
-    if ((app_consumes || head != shm::Ring::HeadState::kReady) && !stop_.load()) {
-      if (roce_watched) {
-        // After PrepareToWait: a datagram already waiting makes the
-        // watcher's poll() return at once, and its Wake() this Sleep.
-        roce_watch_armed_.store(1, std::memory_order_seq_cst);
-        FutexWakePrivate(&roce_watch_armed_);
-      }
-      ring_->Sleep(word, timeout ? static_cast<int64_t>(timeout) : -1,
-                   app_consumes ? shm::Ring::kWakeThread
-                                : shm::Ring::kWakeThread | shm::Ring::kWakeConsumer);
-      if (roce_watched) roce_watch_armed_.store(0, std::memory_order_relaxed);
-    }
+// Datagrams came a moment ago: the next burst is likely close behind, so
+// wait on the port itself for up to kRoceLingerNs. false: no linger due.
+bool Engine::LingerOnRocePort(ProgressLoop* loop, uint64_t now) {
+  if (now >= loop->roce_linger_until || roce_watch_fd_ < 0) return false;
+  const timespec linger{0, static_cast<long>(loop->roce_linger_until - now)};
+  pollfd fd{roce_watch_fd_.load(), POLLIN, 0};
+  ppoll(&fd, 1, &linger, nullptr);
+  loop->roce_linger_until = 0;  // renewed by the next poll that finds datagrams
+  return true;
+}
+
+// How long the idle thread may sleep (0: until kicked or a record comes).
+uint64_t Engine::ThreadSleepTimeout(uint64_t now, uint64_t next_deadline, bool timers_live,
+                                    bool roce) {
+  uint64_t timeout = 0;
+  if (timers_live) timeout = kTimerTickNs;
+  if (next_deadline) {
+    uint64_t until = next_deadline > now ? next_deadline - now : 1;
+    if (!timeout || until < timeout) timeout = until;
+  }
+  // Work that waits for room in a peer's ring: look again soon, without
+  // spinning (the peer may be slow, or gone until its timer fires).
+  if (service_pending_.load(std::memory_order_acquire) && (!timeout || timeout > kBlockedRetryNs))
+    timeout = kBlockedRetryNs;
+  // The RoCE port's packets do not wake this futex: look every tick while
+  // a QP uses the wire (docs/design.md "RoCEv2 transport": progress).
+  const bool roce_watched = roce && roce_watch_fd_ >= 0;
+  if (roce && !roce_watched && (!timeout || timeout > kRocePollNs)) timeout = kRocePollNs;
+  return timeout;
+}
+
+// The idle thread's sleep (kSleepingTimed or kSleepingForever, see "The
+// progress thread's states"): announced on the ring unless an application
+// thread consumes in our place; returns early, without sleeping, when a
+// look after the announcement finds work. `roce`: the RoCE wire was active
+// at the top of this round.
+void Engine::SleepUntilWork(ProgressLoop* loop, bool roce, uint64_t timeout) {
+  thread_state_.store(timeout ? kSleepingTimed : kSleepingForever, std::memory_order_seq_cst);
+  // An application drain may have held ACKs back before it could see
+  // that we sleep (DeferAcks): they must not wait for our wake-up.
+  FlushAcksBeforeSleep();
+  // The wake word is taken after the state store (paired with
+  // LeaveDirectWait, see there) and before the look at timers_armed_
+  // (paired with WatchTimers): a post that arms the timers after that look
+  // sees us asleep without a timeout and kicks, and the kick moves the word
+  // we are about to sleep on. Taken after the look, it could already hold
+  // that kick, and we would sleep with no timeout while sends are
+  // outstanding, until something else came into the ring.
+  uint32_t word = ring_->PrepareToWait();
+  if (!timeout && timers_armed_.exchange(false, std::memory_order_seq_cst)) {
+    // Sends were posted since we last looked: watch their timers.
+    thread_state_.store(kRunning, std::memory_order_relaxed);
+    loop->watch.last_timer_check = 0;
+    return;
+  }
+  // An application thread blocked for a completion event consumes in our
+  // place (WaitForChannelEvent): commits must wake it, not us, so we wait
+  // unannounced, for kicks and our timeout only.
+  const bool app_consumes = direct_waiter_.load(std::memory_order_seq_cst) != nullptr;
+  const bool covered = app_consumes || ring_->AnnounceSleep();
+  // A QP took the RoCE wire since the top of this round: its kick
+  // (ActivateRoce's Wake) may have come before PrepareToWait, so look
+  // again rather than sleep without polling the port or arming the watcher.
+  if (!roce && roce_active_.load(std::memory_order_seq_cst)) {
     if (!app_consumes) ring_->FinishSleep();
     thread_state_.store(kRunning, std::memory_order_relaxed);
+    return;
   }
+  // A producer between reserve and commit with nobody reserving after it
+  // is invisible at the head until its claim is in the seq word: put it
+  // there, so that the record reads as pending and Peek can tell if that
+  // producer died (ring.h).
+  ring_->PublishStalledClaim();
+  uint64_t head_pos = 0;
+  shm::Ring::HeadState head = ring_->Head(&head_pos);
+  if (head == shm::Ring::HeadState::kPending && (!timeout || timeout > kPendingRecheckNs))
+    timeout = kPendingRecheckNs;  // so that Peek can notice a writer that died
+  // A record reserved before our announcement commits without waking us.
+  if (!covered) {
+    const auto sleep = static_cast<uint64_t>(
+        loop->uncovered.Next(head_pos, static_cast<int64_t>(kPendingRecheckNs)));
+    if (!timeout || timeout > sleep) timeout = sleep;
+  } else {
+    loop->uncovered.Reset();
+  }
+  if ((app_consumes || head != shm::Ring::HeadState::kReady) && !stop_.load()) {
+    const bool roce_watched = roce && roce_watch_fd_ >= 0;
+    if (roce_watched) {
+      // After PrepareToWait: a datagram already waiting makes the
+      // watcher's poll() return at once, and its Wake() this Sleep.
+      roce_watch_armed_.store(1, std::memory_order_seq_cst);
+      FutexWakePrivate(&roce_watch_armed_);
+    }
+    ring_->Sleep(
+        word, timeout ? static_cast<int64_t>(timeout) : -1,
+        app_consumes ? shm::Ring::kWakeThread : shm::Ring::kWakeThread | shm::Ring::kWakeConsumer);
+    if (roce_watched) roce_watch_armed_.store(0, std::memory_order_relaxed);
+  }
+  if (!app_consumes) ring_->FinishSleep();
+  thread_state_.store(kRunning, std::memory_order_relaxed);
 }
 
 roce::PacketPort* Engine::OpenPacketPort() {

@@ -284,11 +284,39 @@ class Engine {
     uint64_t port_window_seen = 0;  // window_start at the last look
   };
   enum class WatchEnd { kStopping, kAppStopped, kAppMayBlock, kRecordLeft };
+  // The progress thread's own state across rounds (ThreadMain's).
+  struct ProgressLoop {
+    AppWatch watch;
+    bool watch_again = false;        // the last watch ended on a record left for us
+    uint64_t roce_linger_until = 0;  // see kRoceLingerNs
+    shm::UncoveredSleeps uncovered;  // sleeps not covered by an announcement
+  };
+  bool DoProgressWork(ProgressLoop* loop, uint64_t now, bool roce, uint64_t* next_deadline,
+                      bool* timers_live);
+  bool LingerOnRocePort(ProgressLoop* loop, uint64_t now);
+  uint64_t ThreadSleepTimeout(uint64_t now, uint64_t next_deadline, bool timers_live, bool roce);
+  void SleepUntilWork(ProgressLoop* loop, bool roce, uint64_t timeout);
   void StartWatchWindow(AppWatch* watch, uint64_t polls, uint64_t now);
   bool NextWatchWindow(AppWatch* watch, uint64_t now);
   void CheckTimersForWatch(AppWatch* watch, uint64_t now);
   static bool OnOneCpu();
   WatchEnd WatchPollingApplication(AppWatch* watch);
+  // What one watch knows of the ring's head between its looks.
+  struct HeadLook {
+    uint64_t seen_pos = 0;     // the head position at the last look
+    bool timing = false;       // a record at the head is being given its grace
+    bool timed_ready = false;  // ... committed (its grace starts at the commit)
+    uint64_t timed_pos = 0;
+    uint64_t timed_since = 0;
+    bool slept_on_ring = false;  // announced, with nothing ready at slept_pos
+    uint64_t slept_pos = 0;
+    // Quiet: the application drained a record we timed in this window.
+    bool app_drained_timed = false;
+    uint64_t window_seen = 0;  // AppWatch::window_start at the last look
+  };
+  bool RecordLeftAtHead(AppWatch* watch, HeadLook* look, uint64_t now, bool* ready,
+                        uint64_t* deadline);
+  void WatchSleep(AppWatch* watch, HeadLook* look, uint32_t word, int64_t timeout, bool ready);
   bool WatchRocePort(AppWatch* watch, uint64_t now, uint64_t* deadline);
   void ArmRoceWatcher();
   static void OnReclaim(ProcRef dead);
