@@ -46,7 +46,11 @@ class RoceForeignAck : public RoceTransport {
   void SetUp() override {
     RoceTransport::SetUp();
     QpOptions o;
-    o.timeout = 18;  // 1.07 s: the timer plays no part
+    // 8.6 s: neither the timer nor its tail-loss probe (at an eighth of it,
+    // 1.07 s) plays a part, even on a loaded host. At 18 the probe went
+    // after 134 ms, and a run that long under load (249 ms at load 8) sent
+    // one packet again.
+    o.timeout = 21;
     MakePair(o);
     LoopbackInjectionHeaders(&addr_, &net_);
     traffic_ = std::make_shared<Traffic>();
@@ -95,6 +99,7 @@ TEST_F(RoceForeignAck, OrdinaryAcksWithCreditCode30DoNotRewind) {
   ibv_mr* dmr = Register(dst);
   tr::Counters& c = tr::GetCounters();
   const uint64_t retransmits = c.retransmits;
+  const uint64_t probes = c.tail_probes;
   for (int i = 0; i < kWrites; ++i)
     ASSERT_EQ(Post(a_, IBV_WR_RDMA_WRITE, smr, src.data() + i * kBytes, kBytes, i + 1,
                    reinterpret_cast<uintptr_t>(dst.data()) + i * kBytes, dmr->rkey),
@@ -117,6 +122,7 @@ TEST_F(RoceForeignAck, OrdinaryAcksWithCreditCode30DoNotRewind) {
   EXPECT_EQ(src, dst);
   EXPECT_GE(acks, 1);
   EXPECT_EQ(c.retransmits - retransmits, 0u) << acks << " ACKs injected";
+  EXPECT_EQ(c.tail_probes - probes, 0u) << "the run outlasted the tail probe's due time (1 s)";
   std::lock_guard<std::mutex> lock(traffic_->mutex);
   EXPECT_EQ(traffic_->requests, uint64_t{kWrites * kBytes / 1024}) << "packets sent again";
 }
