@@ -11,8 +11,9 @@
 # Usage in a test script:
 #   source "$(dirname "${BASH_SOURCE[0]}")/cm_lib.sh"
 #   sr_init <name> "$@"
-#   sr_cm_start_server PORT rping -s -a 127.0.0.1 -C 100
-#   sr_cm_run_client rping -c -a 127.0.0.1 -v -C 100
+#   sr_cm_free_port
+#   sr_cm_start_server "$SR_CM_PORT" rping -s -a 127.0.0.1 -p "$SR_CM_PORT" -C 100
+#   sr_cm_run_client rping -c -a 127.0.0.1 -p "$SR_CM_PORT" -v -C 100
 #   sr_cm_wait_server
 #   sr_cm_show
 #   sr_cm_expect_both_exit_0
@@ -36,6 +37,29 @@ sr_cm_bound() {
   awk -v p="$prefix" -v port="$1" '
     index($NF, p) == 1 && substr($NF, length(p) + 1) ~ ("^[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-" port "$") { found = 1; exit }
     END { exit !found }' /proc/net/unix
+}
+
+# sr_cm_port_taken PORT: rdma_cm port PORT is bound by a softrdma CM of any
+# namespace (other tests' runs, other build trees), or PORT is a TCP port in
+# use. Namespaces keep local CM sockets apart, but not what goes through the
+# GSI or the host's addresses, so a test's port must be nobody else's.
+sr_cm_port_taken() {
+  port_in_use "$1" && return 0
+  awk -v port="$1" '
+    $NF ~ ("^@softrdma-.*cm-[0-9a-f][0-9a-f][0-9a-f][0-9a-f]-" port "$") { found = 1; exit }
+    END { exit !found }' /proc/net/unix
+}
+
+# sr_cm_free_port: set SR_CM_PORT to an rdma_cm port nobody binds now, picked
+# at random (10000-31999, below the ephemeral range), so that parallel runs
+# of the same test do not meet on a fixed port. Fails after 200 tries.
+sr_cm_free_port() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    SR_CM_PORT=$((10000 + RANDOM % 22000))
+    sr_cm_port_taken "$SR_CM_PORT" || return 0
+  done
+  sr_fail "no free rdma_cm port found"
 }
 
 # sr_cm_start ROLE CMD ARGS...: like sr_start, with stdout and stderr in
@@ -216,9 +240,9 @@ sr_cm_rping_teardown_race() {
   ((any))
 }
 
-# sr_cm_rping ADDR: rping server `rping -s -a ADDR -C 100` (-C: it exits after
-# one client's 100 pings instead of looping forever) and client `rping -c -a
-# ADDR -v -C 100` on rping's default port 7174. Both exit 0; the client prints
+# sr_cm_rping ADDR: rping server `rping -s -a ADDR -p PORT -C 100` (-C: it
+# exits after one client's 100 pings instead of looping forever) and client
+# `rping -c -a ADDR -p PORT -v -C 100`, PORT from sr_cm_free_port. Both exit 0; the client prints
 # the 100 pings it got back (the server RDMA READs each from the client and
 # RDMA WRITEs it back), byte for byte what rping sent (64 bytes, rping's
 # default size); the server reports the client's disconnect ("server
@@ -229,7 +253,9 @@ sr_cm_rping_teardown_race() {
 sr_cm_rping() {
   local addr=$1 attempt
   for attempt in 1 2 3; do
-    sr_cm_pair 7174 -- rping -s -a "$addr" -C 100 -- rping -c -a "$addr" -v -C 100
+    sr_cm_free_port
+    sr_cm_pair "$SR_CM_PORT" -- rping -s -a "$addr" -p "$SR_CM_PORT" -C 100 \
+      -- rping -c -a "$addr" -p "$SR_CM_PORT" -v -C 100
     if ((attempt < 3)) && sr_cm_rping_teardown_race; then
       sr_log "run $attempt failed only by rping's teardown race (rdma_get_cm_event on its" \
         "destroyed channel: rdma-core pull request #1622); running again"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cmtime (rdmacm-utils): 100 RC connections (its default) created, resolved,
-# connected and disconnected through rdma_cm on 127.0.0.1, port 7471. Server
-# `cmtime`, client `cmtime -s 127.0.0.1`.
+# connected and disconnected through rdma_cm on 127.0.0.1, on a free port P
+# (sr_cm_free_port). Server `cmtime -p P`, client `cmtime -s 127.0.0.1 -p P`.
 #
 # The client exits 0 after timing every step; it must print its table with a
 # row for each step and no error line. rdma-core 44's cmtime server never
@@ -17,8 +17,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cm_lib.sh"
 sr_init cmtime_loopback "$@"
 sr_need_tool cmtime rdmacm-utils
-sr_cm_start_server 7471 cmtime
-sr_cm_run_client cmtime -s 127.0.0.1
+sr_cm_free_port
+sr_cm_start_server "$SR_CM_PORT" cmtime -p "$SR_CM_PORT"
+sr_cm_run_client cmtime -s 127.0.0.1 -p "$SR_CM_PORT"
 if ((SR_CLIENT_RC != 0)); then
   sr_cm_wait_server
   sr_cm_show

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One unmodified perftest tool (Debian's perftest) with -R: the QPs are made
 # and connected by rdma_cm, which also carries the parameter exchange (no TCP
-# socket). Server `TOOL -d softrdma0 -R -p 18515 [options]`, client the same
+# socket). Server `TOOL -d softrdma0 -R -p PORT [options]` (PORT free, from
+# sr_cm_free_port: parallel runs must not meet on one port), client the same
 # plus 127.0.0.1 (no -x: rdma_cm picks the GID from the address). Both must
 # exit 0, both report "Data ex. method : rdma_cm", and the client must print
 # its result table (a row of figures under the "#bytes" header).
@@ -37,7 +38,8 @@ if [[ "$variant" == "gsi" ]]; then
 fi
 sr_init "$name" ${variant:+"$variant"}
 sr_need_tool "$tool" perftest
-port=18515
+sr_cm_free_port
+port=$SR_CM_PORT
 sr_cm_pair "$port" -- "$tool" -d "$SR_DEVICE" -R -p "$port" "$@" \
   -- "$tool" -d "$SR_DEVICE" -R -p "$port" "$@" 127.0.0.1
 sr_cm_expect_both_exit_0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rdma_xserver / rdma_xclient (rdmacm-utils) on 127.0.0.1, port 7471: the
+# rdma_xserver / rdma_xclient (rdmacm-utils) on 127.0.0.1, on a free port: the
 # client sends one inline message that the server receives (rdma_create_ep,
 # rdma_get_request, rdma_accept, rdma_get_recv_comp). Both exit 0 and print
 # "<name>: end 0".
@@ -20,7 +20,9 @@ esac
 sr_init "$name"
 sr_need_tool rdma_xserver rdmacm-utils
 sr_need_tool rdma_xclient rdmacm-utils
-sr_cm_pair 7471 -- rdma_xserver "${mode[@]}" -- rdma_xclient -s 127.0.0.1 "${mode[@]}"
+sr_cm_free_port
+sr_cm_pair "$SR_CM_PORT" -- rdma_xserver -p "$SR_CM_PORT" "${mode[@]}" \
+  -- rdma_xclient -s 127.0.0.1 -p "$SR_CM_PORT" "${mode[@]}"
 sr_cm_expect_both_exit_0
 sr_cm_expect_line server out '^rdma_xserver: end 0$' "'rdma_xserver: end 0'"
 sr_cm_expect_line client out '^rdma_xclient: end 0$' "'rdma_xclient: end 0'"

@@ -17,7 +17,8 @@ sr_need_tool rping rdmacm-utils
 window=2 max_ticks=2
 cpu_ticks() { echo $(($(sr_stat_field "$pid" 11) + $(sr_stat_field "$pid" 12))); }
 for attempt in 1 2 3; do
-  sr_cm_start_server 7174 rping -s -a 127.0.0.1 -C 10
+  sr_cm_free_port
+  sr_cm_start_server "$SR_CM_PORT" rping -s -a 127.0.0.1 -p "$SR_CM_PORT" -C 10
   pid=$(sr_child_of "$SR_SERVER_PID") || sr_fail "cannot find the server process under timeout PID $SR_SERVER_PID"
   read -r comm <"/proc/$pid/comm"
   [[ "$comm" == rping ]] || sr_fail "process $pid is '$comm', not rping"
@@ -33,7 +34,7 @@ for attempt in 1 2 3; do
     "= $used ticks (CLK_TCK $hz) over $(sr_cm_secs "$w0" "$w1") s; allowed $max_ticks"
   ((used <= max_ticks)) || sr_fail "waiting server used $used clock ticks in ${window} s (> $max_ticks)"
 
-  sr_cm_run_client rping -c -a 127.0.0.1 -v -C 10
+  sr_cm_run_client rping -c -a 127.0.0.1 -p "$SR_CM_PORT" -v -C 10
   sr_cm_wait_server
   sr_cm_show
   if ((attempt < 3)) && sr_cm_rping_teardown_race; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # udaddy (rdmacm-utils): UD QPs set up through rdma_cm's SIDR exchange
-# (RDMA_PS_UDP, port 7174) on 127.0.0.1. Server `udaddy`, client `udaddy -s
+# (RDMA_PS_UDP, port 7174: udaddy has no option for the port, so this test
+# alone keeps a fixed one) on 127.0.0.1. Server `udaddy`, client `udaddy -s
 # 127.0.0.1`: both exit 0, report "data transfers complete", "test complete"
 # and "return status 0".
 set -euo pipefail
