@@ -271,10 +271,12 @@ void Engine::Shutdown() {
   // may get any datagram, e.g. a peer's last ACK); the port forwards them
   // to their owner as it reads them (ForwardingPort), and would otherwise
   // lose them with our socket at exit. Never opens a port only for this.
-  // The same settle executes and acknowledges what reached our QPs before the
-  // exit (SettleRoce), as a NIC would have on arrival.
+  // Ours are dropped unread: nothing new is executed once exit began, on
+  // either wire (docs/design.md "Process exit"): the application's memory
+  // and the fds its CQs notify may be gone. Their requesters get no answer,
+  // as from a process that died.
   if (roce_port_ready_.load(std::memory_order_acquire) && roce_port_) {
-    SettleRoce();
+    ReadRocePortEmpty(/*execute=*/false);
     transport::roce::LogCounters(roce_port_.get());
   }
   // ACKs still held back are owed to peers that may be waiting for them.
@@ -1455,13 +1457,15 @@ bool Engine::PollRoce(bool by_app) {
   return n > 0;
 }
 
-int Engine::PollRoceBatch(roce::PacketPort* port) {
+int Engine::PollRoceBatch(roce::PacketPort* port, bool execute) {
   // One writer (roce_rx_lock_); peers read it with an atomic load.
   __atomic_store_n(roce_polls_word_, *roce_polls_word_ + 1, __ATOMIC_RELAXED);
   std::vector<Qp*> acks;
-  const int n =
-      port->Poll([&](const roce::InDatagram& d) { transport::roce::OnDatagram(*this, d, &acks); },
-                 kRocePollBatch);
+  const int n = port->Poll(
+      [&](const roce::InDatagram& d) {
+        if (execute) transport::roce::OnDatagram(*this, d, &acks);
+      },
+      kRocePollBatch);
   // One ACK per QP per burst (rc-transport.md §4.5: coalesced).
   for (Qp* qp : acks) {
     std::lock_guard<SpinLock> lock(qp->lock);
@@ -1470,13 +1474,13 @@ int Engine::PollRoceBatch(roce::PacketPort* port) {
   return n;
 }
 
-void Engine::SettleRoce() {
+void Engine::ReadRocePortEmpty(bool execute) {
   if (!roce_port_ready_.load(std::memory_order_acquire)) return;
   for (int batch = 0; batch < kRoceSettleBatches; ++batch) {
     std::lock_guard<SpinLock> rx(roce_rx_lock_);
     roce::PacketPort* port = roce_port_.get();
     if (!port) return;
-    if (PollRoceBatch(port) > 0) continue;
+    if (PollRoceBatch(port, execute) > 0) continue;
     // Nothing for us in this batch, but the port may have forwarded a batch
     // for other processes (ForwardingPort counts only what it delivers
     // here), our own ACKs among them on a one-address host: go on while

@@ -149,7 +149,7 @@ class Engine {
   // would retransmit into nothing and end in RETRY_EXC_ERR. Bounded
   // (kRoceSettleBatches): a peer that keeps sending cannot hold it. Never
   // opens a port. Without any QP lock held.
-  void SettleRoce();
+  void SettleRoce() { ReadRocePortEmpty(/*execute=*/true); }
   // A QP needs attention outside the inline path (ring full, RNR wait).
   void NeedService(Qp* qp);
   // Called when new sends are outstanding: makes sure the progress thread
@@ -213,7 +213,11 @@ class Engine {
   roce::PacketPort* OpenPacketPort();
   // One batch from `port` (roce_rx_lock_ held): hands it to the QPs, then
   // sends the ACKs it made due. Returns the datagrams delivered here.
-  int PollRoceBatch(roce::PacketPort* port);
+  // execute false: our datagrams are dropped unread (at exit), others'
+  // are still forwarded by the port.
+  int PollRoceBatch(roce::PacketPort* port, bool execute = true);
+  // SettleRoce's loop; execute false at exit (see Shutdown).
+  void ReadRocePortEmpty(bool execute);
   // Peer's answer for a process whose segment cannot be used: says why on
   // stderr, once per process (ReportToUser), and returns nullptr: its QPs
   // are unreachable (peers_mutex_ held).

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <sys/eventfd.h>
@@ -49,6 +50,17 @@ class FakePacketPort : public roce::PacketPort {
   void SetDropIf(DropIf f) {
     std::lock_guard<std::mutex> lock(mutex_);
     drop_if_ = std::move(f);
+  }
+  // Only polls by thread `id` take datagrams; others find the port empty
+  // (a test holds what was sent until that thread reads the port).
+  void DeliverOnlyTo(std::thread::id id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    only_to_ = id;
+  }
+  // Datagrams sent or injected and not taken by a poll yet.
+  size_t Queued() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return queue_.size();
   }
   // A datagram as if it came from `from` to `local` (malformed ones too).
   void Inject(const std::vector<uint8_t>& bytes, const in6_addr& from, const in6_addr& local) {
@@ -108,6 +120,7 @@ class FakePacketPort : public roce::PacketPort {
     std::deque<Datagram> batch;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (only_to_ != std::thread::id() && only_to_ != std::this_thread::get_id()) return 0;
       while (!queue_.empty() && static_cast<int>(batch.size()) < max) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
@@ -154,6 +167,7 @@ class FakePacketPort : public roce::PacketPort {
   std::atomic<uint64_t> polls_{0};
   std::atomic<uint64_t> delivered_{0};
   int fd_ = -1;
+  std::thread::id only_to_;  // none: every poll takes
 };
 
 }  // namespace softrdma::testing
