@@ -316,6 +316,18 @@ void Reseal(const sr::NetworkHeaders& net, std::vector<uint8_t>& packet) {
                 std::span<uint8_t, sr::kIcrcSize>(packet.data() + transport.size(), sr::kIcrcSize));
 }
 
+// Whether `changed` differs from `packet` only by an ICRC that is the
+// packet's under another IPv4 identification (icrc.h).
+bool IsAnotherIpv4IdsIcrc(const sr::NetworkHeaders& net, const std::vector<uint8_t>& packet,
+                          const std::vector<uint8_t>& changed) {
+  if (net.ip_version != 4 || packet.size() < sr::kIcrcSize) return false;
+  const size_t at = packet.size() - sr::kIcrcSize;
+  const uint32_t delta =
+      sr::LoadIcrc(std::span<const uint8_t, sr::kIcrcSize>(packet.data() + at, sr::kIcrcSize)) ^
+      sr::LoadIcrc(std::span<const uint8_t, sr::kIcrcSize>(changed.data() + at, sr::kIcrcSize));
+  return sr::FindIpv4IdForIcrcDelta(delta, at) > 0;
+}
+
 World::Target TargetOf(const sr::PacketView& view, Choices& choose) {
   switch (view.info->service) {
     case sr::TransportService::kRc:
@@ -368,7 +380,10 @@ void DeliverParsed(World& world, const sr::PacketView& view, Choices& choose) {
         break;
       case 1:  // a bad ICRC
         bad.back() ^= static_cast<uint8_t>(1 + choose.Take(255));
-        world.Deliver(bad, true, "bad ICRC");
+        // Over IPv4 the receiver accepts the ICRC of any IP ID (a socket does
+        // not show it): 2^16 of the 2^32 changes are another ID's, and that
+        // packet is good, as the network may have sent it.
+        world.Deliver(bad, !IsAnotherIpv4IdsIcrc(world.net(), good, bad), "bad ICRC");
         break;
       case 2:  // for a QP nobody has
         bad[5] = kNobodysQpn >> 16, bad[6] = (kNobodysQpn >> 8) & 0xFF, bad[7] = kNobodysQpn & 0xFF;
