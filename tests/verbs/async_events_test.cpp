@@ -93,6 +93,16 @@ class AsyncEvents : public ::testing::Test {
     return poll(&p, 1, timeout_ms) == 1;
   }
   // Reads one event, not acknowledged; false if none within `timeout_ms`.
+  // The next event is IBV_EVENT_QP_LAST_WQE_REACHED of `qp` (`missing`: why
+  // none may be missing), and no other follows within `quiet_ms`.
+  void ExpectOnlyLastWqeReachedOf(ibv_qp* qp, int quiet_ms, const char* missing) {
+    ibv_async_event ev{};
+    ASSERT_TRUE(NextAsyncEvent(ctx, &ev, 2000)) << missing;
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+    EXPECT_EQ(ev.element.qp, qp) << "an event of another QP";
+    EXPECT_FALSE(NextAsyncEvent(ctx, &ev, quiet_ms))
+        << "a second event " << ev.event_type << " for QP " << ev.element.qp;
+  }
   bool ReadUnacked(ibv_async_event* ev, int timeout_ms) {
     return Readable(timeout_ms) && ibv_get_async_event(ctx, ev) == 0;
   }
@@ -127,11 +137,7 @@ TEST_F(AsyncEvents, DestroyDropsOnlyThatQpsEvents) {
   ASSERT_EQ(MoveTo(kept, IBV_QPS_ERR), 0);
   ASSERT_TRUE(Readable(2000));
   ASSERT_EQ(DestroyOwnQp(gone), 0);
-  ibv_async_event ev{};
-  ASSERT_TRUE(NextAsyncEvent(ctx, &ev, 2000)) << "the other QP's event was lost";
-  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
-  EXPECT_EQ(ev.element.qp, kept);
-  EXPECT_FALSE(NextAsyncEvent(ctx, &ev, 0)) << "a second event: " << ev.event_type;
+  ExpectOnlyLastWqeReachedOf(kept, 0, "the other QP's event was lost");
 }
 
 TEST_F(AsyncEvents, DestroyQpWaitsUntilItsReadEventIsAcknowledged) {
@@ -165,20 +171,13 @@ TEST_F(AsyncEvents, LastWqeReachedOncePerEntryToErrAndOnlyWithAnSrq) {
   ASSERT_EQ(MoveTo(without, IBV_QPS_ERR), 0);
   ASSERT_EQ(MoveTo(with, IBV_QPS_ERR), 0);
   ASSERT_EQ(MoveTo(with, IBV_QPS_ERR), 0);  // already there: no new entry
-  ibv_async_event ev{};
-  ASSERT_TRUE(NextAsyncEvent(ctx, &ev, 2000));
-  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
-  EXPECT_EQ(ev.element.qp, with) << "an event for the QP without an SRQ";
-  EXPECT_FALSE(NextAsyncEvent(ctx, &ev, 100))
-      << "a second event " << ev.event_type << " for QP " << ev.element.qp;
+  // Not the QP without an SRQ's, and only one.
+  ASSERT_NO_FATAL_FAILURE(ExpectOnlyLastWqeReachedOf(with, 100, "none on entering ERR"));
   // A new life: RESET, INIT, ERR again raises it again, once.
   ASSERT_EQ(MoveTo(with, IBV_QPS_RESET), 0);
   ASSERT_EQ(ToInit(with), 0);
   ASSERT_EQ(MoveTo(with, IBV_QPS_ERR), 0);
-  ASSERT_TRUE(NextAsyncEvent(ctx, &ev, 2000)) << "none after RESET -> INIT -> ERR";
-  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
-  EXPECT_EQ(ev.element.qp, with);
-  EXPECT_FALSE(NextAsyncEvent(ctx, &ev, 100)) << "a second event " << ev.event_type;
+  ExpectOnlyLastWqeReachedOf(with, 100, "none after RESET -> INIT -> ERR");
 }
 
 // A number handed out again: the new QP sees nothing of the old one's events.
