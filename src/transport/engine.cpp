@@ -38,7 +38,7 @@ constexpr uint64_t kSegmentMagic = 0x31474553414d4453ull;  // "SDMASEG1"
 constexpr uint32_t kSegmentVersion = 5;
 constexpr size_t kHeaderBytes = 4096;
 // While the application polls, the progress thread looks in once per window
-// (see "The progress thread's states" above ThreadMain): the first window of
+// (see "The progress thread's states" above StartWatchWindow): the first window of
 // a watch is this long ...
 constexpr uint64_t kAppPollingTickNs = 1000000;  // 1 ms
 // ... and each window in which the application polled and left nothing for
@@ -799,7 +799,7 @@ void Engine::ApplicationMayBlock() {
 // itself and drains what arrives: its own drain writes the token it then
 // reads, with no one else woken. Commits wake consumers only
 // (Ring::kWakeConsumer), and while a thread waits this way the progress
-// thread waits unannounced for kicks and its timers only (ThreadMain), so
+// thread waits unannounced for kicks and its timers only (SleepUntilWork), so
 // the commit wakes the thread that will consume. Tokens written by other
 // threads (timers, flushes, another thread's drain) wake the waiter through
 // TokenWritten. One waiter at a time (direct_waiter_); others block in
@@ -888,7 +888,7 @@ void Engine::WakeDirectWaiter() {
   if (!t_draining_for_event) ring_->Wake(shm::Ring::kWakeEventWaiter);
 }
 
-// Paired with ThreadMain's store of its sleep state and load of
+// Paired with SleepUntilWork's store of the thread's sleep state and load of
 // direct_waiter_ (both seq_cst): either the thread sees that nobody waits
 // here any more and sleeps announced, or we see it asleep and kick a sleep
 // that has no timeout. A timed sleep ends by itself soon enough.
@@ -1163,7 +1163,7 @@ void Engine::CheckTimersForWatch(AppWatch* watch, uint64_t now) {
 bool Engine::NextWatchWindow(AppWatch* watch, uint64_t now) {
   if (now - watch->last_timer_check >= kTimerTickNs) {
     CheckTimersForWatch(watch, now);
-    // As before a sleep (ThreadMain), but only once per tick: it reads the
+    // As before a sleep (SleepUntilWork), but only once per tick: it reads the
     // producers' line, and the application's drains never look for it.
     ring_->PublishStalledClaim();
   }

@@ -363,7 +363,7 @@ class Engine {
   std::atomic<bool> service_pending_{false};
 
   // Progress thread coordination (the state machine is described above
-  // Engine::ThreadMain in engine.cpp). The thread always waits on the ring's
+  // Engine::StartWatchWindow in engine.cpp). The thread always waits on the ring's
   // wake word, so Ring::Wake() is the one way to kick it.
   std::thread thread_;
   std::atomic<bool> stop_{false};
