@@ -80,6 +80,16 @@ constexpr uint32_t kRoceIdlePollStride = 16;
 // trip in the client). A RoCE peer that wakes an idle port waits this long
 // at most for the first datagram; then the port is looked at on every call.
 constexpr uint64_t kRoceIdleLookNs = 20000;  // 20 us
+// The longer the port has been silent, the rarer those looks: one per
+// sixteenth of the time it has been empty (since its kRoceIdlePolls-th empty
+// poll in a row), from kRoceIdleLookNs up to kRoceIdleLookMaxNs. A shm
+// program whose UD QPs only listen on the wire (ibv_ud_pingpong between two
+// processes of one host) then looks every 250 us instead of every 20 us
+// (each look is ~1 us of system calls on the round trip it falls in), while
+// a RoCE peer that breaks a silence of T waits at most T/16 (and 250 us)
+// more for its first datagram; once one arrives, every call looks again.
+constexpr uint64_t kRoceIdleLookMaxNs = 250000;  // 250 us
+constexpr uint64_t kRoceIdleLookShift = 4;       // 1/16 of the silence
 // Datagrams taken from the RoCE port per poll.
 constexpr int kRocePollBatch = 64;
 // Batches a settle (Engine::SettleRoce) takes at most: 4096 datagrams, a few
@@ -765,6 +775,12 @@ bool Engine::CheckTimers(uint64_t now, uint64_t* next_deadline) {
 
 void Engine::ActivateRoce() {
   if (roce_active_.exchange(true, std::memory_order_seq_cst)) return;
+  // The port starts silent: a look at each of the first kRoceIdlePolls polls
+  // was ~1,000 looks (~2 ms of system calls) at the start of every run of a
+  // busy poller whose UD QPs only listen (ibv_ud_pingpong: 0.04 us a round
+  // trip over 50,000). A RoCE peer's first datagram waits as after a silence.
+  roce_silence_since_ns_.store(NowNs(), std::memory_order_relaxed);
+  roce_empty_polls_.store(kRoceIdlePolls, std::memory_order_relaxed);
   ring_->Wake(shm::Ring::kWakeThread);  // once per process: it then looks every tick
 }
 
@@ -1429,7 +1445,10 @@ bool Engine::PollRoce(bool by_app) {
     roce_empty_polls_.store(empty + 1, std::memory_order_relaxed);
     if ((empty & (kRoceIdlePollStride - 1)) != 0) return false;
     const uint64_t now = NowNs();
-    if (now - roce_idle_look_ns_.load(std::memory_order_relaxed) < kRoceIdleLookNs) return false;
+    const uint64_t silence = now - roce_silence_since_ns_.load(std::memory_order_relaxed);
+    const uint64_t interval =
+        std::clamp(silence >> kRoceIdleLookShift, kRoceIdleLookNs, kRoceIdleLookMaxNs);
+    if (now - roce_idle_look_ns_.load(std::memory_order_relaxed) < interval) return false;
     roce_idle_look_ns_.store(now, std::memory_order_relaxed);
   }
   if (!packet_port() || !roce_rx_lock_.try_lock()) return false;
@@ -1450,10 +1469,14 @@ bool Engine::PollRoce(bool by_app) {
   if (by_app && n > 0)
     roce_app_takes_.store(roce_app_takes_.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
-  if (n > 0)
+  if (n > 0) {
     roce_empty_polls_.store(0, std::memory_order_relaxed);
-  else if (empty < kRoceIdlePolls)
+  } else if (empty < kRoceIdlePolls) {
     roce_empty_polls_.store(empty + 1, std::memory_order_relaxed);
+    // The silence that spaces the thinned looks out starts here.
+    if (empty + 1 == kRoceIdlePolls)
+      roce_silence_since_ns_.store(NowNs(), std::memory_order_relaxed);
+  }
   return n > 0;
 }
 

@@ -403,6 +403,9 @@ class Engine {
   uint64_t* roce_polls_word_ = nullptr;
   std::atomic<uint32_t> roce_empty_polls_{0};   // consecutive polls that found nothing
   std::atomic<uint64_t> roce_idle_look_ns_{0};  // when a verbs call last looked at an idle port
+  // When the port's current silence began (its kRoceIdlePolls-th empty poll
+  // in a row): the thinned looks space out with the time since.
+  std::atomic<uint64_t> roce_silence_since_ns_{0};
   // Polls by the application that took datagrams (WatchRocePort).
   std::atomic<uint64_t> roce_app_takes_{0};
   // Set by the port's watcher when it wakes the thread for a datagram,
