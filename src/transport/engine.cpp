@@ -63,6 +63,10 @@ constexpr uint64_t kAppDrainGraceNs = 20000;  // 20 us
 constexpr uint32_t kAppDrainsBeforeQuiet = 16;
 // Period of the retransmit-timer check while sends are outstanding.
 constexpr uint64_t kTimerTickNs = 5000000;  // 5 ms
+// A posted timer due time (TimerDueBy) wakes a sleeping progress thread only
+// if its sleep would end later than this past it: one that wakes about then
+// anyway is left alone.
+constexpr uint64_t kTimerDueSlackNs = 200000;  // 200 us
 constexpr int kDrainBatch = 64;
 constexpr uint32_t kPollsBeforeBusyPolling = 256;
 // How often the progress thread polls the RoCE port while a QP uses it and
@@ -762,6 +766,10 @@ bool Engine::CheckTimers(uint64_t now, uint64_t* next_deadline) {
   // the application that reads them is descheduled (seen: 5-13 spurious
   // timeouts per GiB without loss, and RETRY_EXC_ERR, under load 10).
   if (roce_active_.load(std::memory_order_relaxed)) PollRoce();
+  // Taken before the QPs are looked at: a due time posted after this stays
+  // for the sleep (PlanSleep); one posted before it, the look below sees
+  // (its poster held the QP's lock when it posted).
+  timer_due_posted_.exchange(0, std::memory_order_seq_cst);
   std::shared_lock<std::shared_mutex> map_lock(qp_map_mutex_);
   bool any = false;
   for (Qp* qp : live_qps_) {
@@ -792,6 +800,33 @@ void Engine::WatchTimers() {
   timers_armed_.store(true, std::memory_order_seq_cst);
   if (thread_state_.load(std::memory_order_seq_cst) == kSleepingForever)
     ring_->Wake(shm::Ring::kWakeThread);
+}
+
+// Called on the data path (a RoCE QP's first transmission after a pause, or
+// its progress), so in the common case two loads: a due time as early or
+// earlier is posted already, or the thread wakes about then anyway.
+void Engine::TimerDueBy(uint64_t due_ns) {
+  uint64_t posted = timer_due_posted_.load(std::memory_order_relaxed);
+  while (posted == 0 || posted > due_ns) {
+    if (timer_due_posted_.compare_exchange_weak(posted, due_ns, std::memory_order_seq_cst,
+                                                std::memory_order_relaxed)) {
+      // seq_cst, paired with PlanSleep's store and load.
+      const uint64_t wakes_at = thread_wakes_at_.load(std::memory_order_seq_cst);
+      if (wakes_at > due_ns + kTimerDueSlackNs) ring_->Wake(shm::Ring::kWakeThread);
+      return;
+    }
+  }
+}
+
+uint64_t Engine::PlanSleep(uint64_t until) {
+  thread_wakes_at_.store(until, std::memory_order_seq_cst);
+  const uint64_t posted = timer_due_posted_.load(std::memory_order_seq_cst);
+  return posted && posted < until ? posted : until;
+}
+
+bool Engine::TimersDue(uint64_t deadline, uint64_t now) const {
+  const uint64_t posted = timer_due_posted_.load(std::memory_order_relaxed);
+  return (deadline && now >= deadline) || (posted && now >= posted);
 }
 
 void Engine::ApplicationMayBlock() {
@@ -988,7 +1023,7 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
       break;
     }
     const uint64_t now = NowNs();
-    if (watch->timer_deadline && now >= watch->timer_deadline) CheckTimersForWatch(watch, now);
+    if (TimersDue(watch->timer_deadline, now)) CheckTimersForWatch(watch, now);
     if (now - watch->window_start >= watch->window && !NextWatchWindow(watch, now)) {
       end = WatchEnd::kAppStopped;
       break;
@@ -1001,7 +1036,14 @@ Engine::WatchEnd Engine::WatchPollingApplication(AppWatch* watch) {
     }
     if (watch->timer_deadline > now) deadline = std::min(deadline, watch->timer_deadline);
     if (WatchRocePort(watch, now, &deadline)) continue;
-    WatchSleep(watch, &look, word, static_cast<int64_t>(deadline - now), ready);  // > 0: checked
+    // A RoCE timer posted since the check above (TimerDueBy) shortens it.
+    deadline = PlanSleep(deadline);
+    if (deadline <= now) {  // ... or is due already: check it first
+      thread_wakes_at_.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    WatchSleep(watch, &look, word, static_cast<int64_t>(deadline - now), ready);
+    thread_wakes_at_.store(0, std::memory_order_relaxed);
   }
   thread_state_.store(kRunning, std::memory_order_relaxed);
   if (end == WatchEnd::kRecordLeft) {
@@ -1238,8 +1280,7 @@ bool Engine::DoProgressWork(ProgressLoop* loop, uint64_t now, bool roce, uint64_
   // after the application stopped polling (see DeferAcks).
   FlushDeferredAcks();
   if (service_pending_.load(std::memory_order_acquire)) did |= ServiceQps(now, next_deadline);
-  if (now - watch.last_timer_check >= kTimerTickNs || did ||
-      (watch.timer_deadline && now >= watch.timer_deadline)) {
+  if (now - watch.last_timer_check >= kTimerTickNs || did || TimersDue(watch.timer_deadline, now)) {
     uint64_t timer_deadline = 0;
     *timers_live = CheckTimers(now, &timer_deadline);
     watch.last_timer_check = now;
@@ -1345,9 +1386,14 @@ void Engine::SleepUntilWork(ProgressLoop* loop, bool roce, uint64_t timeout) {
       roce_watch_armed_.store(1, std::memory_order_seq_cst);
       FutexWakePrivate(&roce_watch_armed_);
     }
+    // A RoCE timer posted since the check (TimerDueBy) shortens it.
+    const uint64_t start = NowNs();
+    const uint64_t until = PlanSleep(timeout ? start + timeout : UINT64_MAX);
+    if (until != UINT64_MAX) timeout = until > start ? until - start : 1;
     ring_->Sleep(
         word, timeout ? static_cast<int64_t>(timeout) : -1,
         app_consumes ? shm::Ring::kWakeThread : shm::Ring::kWakeThread | shm::Ring::kWakeConsumer);
+    thread_wakes_at_.store(0, std::memory_order_relaxed);
     if (roce_watched) roce_watch_armed_.store(0, std::memory_order_relaxed);
   }
   if (!app_consumes) ring_->FinishSleep();

@@ -155,6 +155,11 @@ class Engine {
   // Called when new sends are outstanding: makes sure the progress thread
   // watches retransmit/RNR timers (wakes it only if it sleeps indefinitely).
   void WatchTimers();
+  // A RoCE requester's timer (tail-loss probe or retransmission) is due at
+  // `due_ns` (NowNs): a first transmission or progress restarted it. The
+  // progress thread sleeps until then at the latest; it is woken only if it
+  // planned to sleep past that (docs/design.md "Progress", timers).
+  void TimerDueBy(uint64_t due_ns);
   // Called before an application blocks for an event (ibv_req_notify_cq):
   // the progress thread must take over the inbound ring now.
   void ApplicationMayBlock();
@@ -383,6 +388,21 @@ class Engine {
   // Set by posters when sends become outstanding; cleared by the progress
   // thread before it sleeps without a timeout (see WatchTimers).
   std::atomic<bool> timers_armed_{false};
+  // The earliest due time posted by TimerDueBy since the progress thread's
+  // last timer check (0: none; CheckTimers takes it), and the time the
+  // thread's current sleep ends (UINT64_MAX: without a timeout; 0: it is
+  // not sleeping, and looks at timer_due_posted_ before it does). A seq_cst
+  // pair: either the poster sees the sleep's end, or the thread sees the
+  // posted time (PlanSleep).
+  std::atomic<uint64_t> timer_due_posted_{0};
+  std::atomic<uint64_t> thread_wakes_at_{0};
+  // Before a sleep of the progress thread until `until` (UINT64_MAX: no
+  // timeout), after its PrepareToWait: publishes it and returns it lowered
+  // to a posted due time. The caller stores 0 in thread_wakes_at_ after it.
+  uint64_t PlanSleep(uint64_t until);
+  // Whether the timers must be checked now: the deadline the last check
+  // returned, or a due time posted since, has come.
+  bool TimersDue(uint64_t deadline, uint64_t now) const;
 
   // The RoCE wire (transport/roce): its port, opened once; the flag that
   // makes Progress() poll it; the lock of its receive side (one poller at a

@@ -27,8 +27,8 @@ uint32_t LastPsn(const SendWqe& w, uint32_t mtu) {
 }
 
 // A response made progress: the retransmit timer and retry budget start over.
-void Progress(Qp& qp) {
-  RestartRetransmitTimer(qp);
+void Progress(Engine& engine, Qp& qp) {
+  RestartRetransmitTimer(engine, qp);
   qp.retries_left = qp.attr.retry_cnt;
 }
 
@@ -170,8 +170,8 @@ void OnSequenceNak(Engine& engine, Qp& qp, uint32_t psn) {
   // before it: progress, so the retry budget starts over and counts only
   // the tries at the same PSN (a long transfer at 10% loss meets more NAKs
   // between two ACKs than retry_cnt).
-  if (ahead > 0) Progress(qp);
-  RestartRetransmitTimer(qp);
+  if (ahead > 0) Progress(engine, qp);
+  RestartRetransmitTimer(engine, qp);
   go_back();
 }
 
@@ -226,11 +226,11 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       if (syndrome == kNakRepeatSyndrome && IsNakRepeat(qp, psn))
         return OnSequenceNak(engine, qp, PsnAdd(psn, 1));
       if (RetireThrough(qp, psn, /*inclusive=*/true) == Retire::kImpliedNak) {
-        Progress(qp);
+        Progress(engine, qp);
         return Retry(engine, qp);
       }
       AdvanceComp(rq, PsnAdd(psn, 1));
-      Progress(qp);
+      Progress(engine, qp);
       qp.rnr_retries_left = qp.attr.rnr_retry;
       break;
     case sr::AethType::kRnrNak: {
@@ -238,7 +238,7 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak)
         return Retry(engine, qp);
       if (!HeadHolding(qp, psn)) return;  // stale
-      Progress(qp);
+      Progress(engine, qp);
       if (qp.attr.rnr_retry != 7) {
         if (qp.rnr_retries_left == 0) return FailSendHead(engine, qp, IBV_WC_RNR_RETRY_EXC_ERR);
         --qp.rnr_retries_left;
@@ -304,7 +304,7 @@ void OnReadResponse(Engine& engine, Qp& qp, const PacketIn& in) {
   if (!in.payload.empty() && !PlaceResponse(engine, qp, *w, w->rx_offset, in.payload))
     return FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
   w->rx_offset += static_cast<uint32_t>(in.payload.size());
-  Progress(qp);
+  Progress(engine, qp);
   AdvanceComp(rq, PsnAdd(psn, 1));
   if (in.info->IsLastOfMessage()) {
     if (w->rx_offset != w->total_len) return Retry(engine, qp);  // short: ask again
@@ -328,7 +328,7 @@ void OnAtomicAck(Engine& engine, Qp& qp, const PacketIn& in) {
   memcpy(bytes, &original, 8);  // host order, as the shm wire places it
   if (w->num_sge > 0 && !PlaceResponse(engine, qp, *w, 0, bytes))
     return FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);
-  Progress(qp);
+  Progress(engine, qp);
   FinishHead(qp, *w);
   if (qp.tx_blocked || qp.sq_tx != qp.sq.head) Transmit(engine, qp);
 }

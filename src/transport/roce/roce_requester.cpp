@@ -166,10 +166,15 @@ uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn) {
   return count;
 }
 
-void RestartRetransmitTimer(Qp& qp) {
+void RestartRetransmitTimer(Engine& engine, Qp& qp) {
   qp.last_ack_ns = NowNs();
   qp.roce->probes_sent = 0;
   qp.progress_seen = false;  // the shm wire's flag; unused here
+  const uint64_t timeout = AckTimeoutNs(qp.attr.timeout);
+  // WQEs queued (Transmit calls this before the oldest gets its PSN); a
+  // local one among them costs at most a wake-up that finds nothing due.
+  if (qp.type == IBV_QPT_RC && timeout && qp.sq.tail != qp.sq.head)
+    engine.TimerDueBy(qp.last_ack_ns + timeout / kProbeFraction);
 }
 
 void Transmit(Engine& engine, Qp& qp) {
@@ -180,7 +185,7 @@ void Transmit(Engine& engine, Qp& qp) {
   const bool uc = qp.type == IBV_QPT_UC;
   // The retransmit timer runs from the moment the oldest WQE starts out.
   if (qp.sq_tx == qp.sq.tail && qp.sq_tx != qp.sq.head && !qp.tx_blocked)
-    RestartRetransmitTimer(qp);
+    RestartRetransmitTimer(engine, qp);
   // A WQE's packets go out together (the batch is empty between WQEs). When
   // the port takes only part of a batch, the packets it did not take are
   // sent again later from the first of them.
@@ -273,7 +278,7 @@ bool Service(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
       return did;
     }
     qp.rnr_wait_until_ns = 0;
-    RestartRetransmitTimer(qp);  // the wait was the responder's answer
+    RestartRetransmitTimer(engine, qp);  // the wait was the responder's answer
   }
   if (qp.sq_tx != qp.sq.head && MayTransmit(qp)) {
     const uint32_t before = qp.sq_tx, packet_before = qp.roce->tx_packet;

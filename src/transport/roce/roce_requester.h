@@ -23,7 +23,9 @@ void Rewind(Qp& qp);
 // oldest WQE starts out. Stamped where it happens (one vDSO clock read),
 // not when the timer next looks, so that the timer is never late by the
 // period of its checks (docs/design.md "RoCEv2 transport", Survivors).
-void RestartRetransmitTimer(Qp& qp);
+// With sends outstanding, the first tail-loss probe's due time goes to the
+// engine (Engine::TimerDueBy), so that the progress thread wakes for it.
+void RestartRetransmitTimer(Engine& engine, Qp& qp);
 // Packets with AckReq set that were sent with a PSN after `psn` (before a
 // go-back-N restart: what the responder may still answer).
 uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn);
