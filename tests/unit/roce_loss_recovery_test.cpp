@@ -188,6 +188,24 @@ TEST_F(RoceLossRecovery, LostNakIsSentAgainAtTheNextAckReq) {
   EXPECT_LT(elapsed_ms_, 500u);
 }
 
+// The same on a new QP whose requester has no answer of the peer yet to tell
+// a repeat from a foreign responder's ordinary credit-30 ACK: the first
+// repeat makes it probe at once, and the probe's answer (the repeat again)
+// is trusted. Before, that repeat restarted the timer and the gap waited for
+// the probe an eighth of `timeout` later (537 ms here; 143 ms at timeout 18).
+TEST_F(RoceLossRecovery, LostNakOfANewQpsFirstBurstCostsAProbeAtOnce) {
+  QpOptions o;
+  o.timeout = 20;  // 4.3 s: the probe would be due 537 ms after the repeat
+  MakePair(o);
+  tr::Counters& c = tr::GetCounters();
+  const uint64_t probes = c.tail_probes;
+  auto s = WriteThenSendLosingNaks(DropByPsn{{Psn(10), {1}}}, 1);
+  ExpectDeliveredWithoutTimer(s, "the probe's answer");
+  EXPECT_EQ(naks_lost_->lost, 1);
+  EXPECT_GE(c.tail_probes - probes, 1u);
+  EXPECT_LT(elapsed_ms_, 250u) << "the gap waited for the probe's due time";
+}
+
 // The NAK of a gap is lost after an ACK with credit code 31 (of a first
 // WRITE, acknowledged before the transfer): the peer showed it advertises
 // no credits, so the gap's first repeat (credit code 30) is taken for the

@@ -223,8 +223,16 @@ void OnAckPacket(Engine& engine, Qp& qp, const PacketIn& in) {
       // Our responder's repeat of a sequence NAK for epsn (psn + 1); credit
       // code 30 on any other ACK is a foreign responder's credit count.
       NoteCreditCode(rq, syndrome);
-      if (syndrome == kNakRepeatSyndrome && IsNakRepeat(qp, psn))
-        return OnSequenceNak(engine, qp, PsnAdd(psn, 1));
+      if (syndrome == kNakRepeatSyndrome && PsnAdd(psn, 1) == rq.comp_psn) {
+        if (IsNakRepeat(qp, psn)) return OnSequenceNak(engine, qp, PsnAdd(psn, 1));
+        // Not known to be a repeat (a new QP's first burst, its gap's NAK
+        // lost): a tail-loss probe now asks. Our responder answers it with
+        // the repeat again, which the probe makes trusted (IsNakRepeat); a
+        // foreign one with an ACK of what it has (no gap) or nothing (its
+        // one NAK was lost: the timer). Before, this ACK restarted the timer
+        // and the gap waited an eighth of `timeout` for the probe.
+        return SendTailProbeNow(engine, qp);
+      }
       if (RetireThrough(qp, psn, /*inclusive=*/true) == Retire::kImpliedNak) {
         Progress(engine, qp);
         return Retry(engine, qp);

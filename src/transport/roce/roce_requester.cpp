@@ -343,6 +343,13 @@ bool ResponderNotScheduled(Engine& engine, Qp& qp, uint64_t now) {
 
 }  // namespace
 
+void SendTailProbeNow(Engine& engine, Qp& qp) {
+  if (qp.roce->probes_sent >= RoceQp::kMaxProbes ||
+      (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD))
+    return;
+  SendTailProbe(engine, qp);
+}
+
 bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
   if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET || qp.type != IBV_QPT_RC) return false;
   const bool outstanding = qp.sq.tail != qp.sq.head && qp.sq.at(qp.sq.tail).has_psn;

@@ -26,6 +26,10 @@ void Rewind(Qp& qp);
 // With sends outstanding, the first tail-loss probe's due time goes to the
 // engine (Engine::TimerDueBy), so that the progress thread wakes for it.
 void RestartRetransmitTimer(Engine& engine, Qp& qp);
+// A tail-loss probe now (RTS/SQD, while probes remain for this wait for
+// progress), not at its due time: an ACK that may be a NAK repeat asks for
+// one (roce_completer.cpp, OnAckPacket).
+void SendTailProbeNow(Engine& engine, Qp& qp);
 // Packets with AckReq set that were sent with a PSN after `psn` (before a
 // go-back-N restart: what the responder may still answer).
 uint32_t AckReqPacketsSentAfter(Qp& qp, uint32_t psn);
