@@ -206,6 +206,36 @@ TEST_F(RoceLossRecovery, LostNakOfANewQpsFirstBurstCostsAProbeAtOnce) {
   EXPECT_LT(elapsed_ms_, 250u) << "the gap waited for the probe's due time";
 }
 
+// A loss halves the window (RoceQp::window: 128 PSNs unacknowledged at most
+// at the start, 64 at least), so that the next go-back resends at most half
+// as much; acknowledged PSNs grow it back by one per window's worth.
+TEST_F(RoceLossRecovery, ALossHalvesTheWindowAndProgressGrowsItBack) {
+  MakePair(SlowTimer());
+  tr::RoceQp& rq = *Qp::From(a_)->roce;
+  EXPECT_EQ(rq.window, tr::RoceQp::kMaxWindow);
+  auto s = WriteThenSend(DropByPsn{{Psn(10), {1}}}, 5000);
+  ExpectDeliveredWithoutTimer(s, "the NAK");
+  {
+    std::lock_guard<SpinLock> lock(Qp::From(a_)->lock);
+    // One go-back: 64, and at most 2 more for the 55 PSNs acknowledged since.
+    EXPECT_GE(rq.window, tr::RoceQp::kMaxWindow / 2);
+    EXPECT_LE(rq.window, tr::RoceQp::kMaxWindow / 2 + 2);
+  }
+  // 64 + 65 + ... + 127 = 6,112 PSNs acknowledged without loss bring it back.
+  std::vector<uint8_t> big(8 << 20, 5), big_dst(8 << 20, 0);
+  ibv_mr* bmr = Register(big);
+  ibv_mr* bdmr = Register(big_dst);
+  ASSERT_EQ(Post(a_, IBV_WR_RDMA_WRITE, bmr, big.data(), uint32_t(big.size()), 3,
+                 reinterpret_cast<uintptr_t>(big_dst.data()), bdmr->rkey),
+            0);
+  auto w = Wait(cq_a_, 1, 20000);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(big, big_dst);
+  std::lock_guard<SpinLock> lock(Qp::From(a_)->lock);
+  EXPECT_EQ(rq.window, tr::RoceQp::kMaxWindow);
+}
+
 // The NAK of a gap is lost after an ACK with credit code 31 (of a first
 // WRITE, acknowledged before the transfer): the peer showed it advertises
 // no credits, so the gap's first repeat (credit code 30) is taken for the

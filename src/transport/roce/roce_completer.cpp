@@ -33,7 +33,9 @@ void Progress(Engine& engine, Qp& qp) {
 }
 
 void AdvanceComp(RoceQp& rq, uint32_t psn_after) {
-  if (PsnDiff(psn_after, rq.comp_psn) <= 0) return;
+  const int32_t acknowledged = PsnDiff(psn_after, rq.comp_psn);
+  if (acknowledged <= 0) return;
+  rq.GrowWindow(static_cast<uint32_t>(acknowledged));
   rq.comp_psn = psn_after;
   rq.nak_gap_open = false;  // what the last sequence NAK named is acknowledged
 }
@@ -160,6 +162,7 @@ void OnSequenceNak(Engine& engine, Qp& qp, uint32_t psn) {
     rq.stale_naks_left = owed;
     rq.last_nak_psn = psn;
     rq.last_nak_valid = true;
+    rq.ShrinkWindow();
     Retry(engine, qp);
   };
   if (RetireThrough(qp, psn, /*inclusive=*/false) == Retire::kImpliedNak) return go_back();

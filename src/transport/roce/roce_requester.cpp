@@ -1,5 +1,5 @@
 // RoCE requester: turns send WQEs into path-MTU packets with a PSN each
-// (rc-transport.md §3), keeps at most kWindow PSNs unacknowledged, and
+// (rc-transport.md §3), keeps at most RoceQp::window PSNs unacknowledged, and
 // restarts from the oldest unacknowledged PSN (go-back-N) when the completer
 // or the retransmit timer asks. The WQEs, their validation and queueing are
 // the shm wire's (requester.cpp); only their transmission differs.
@@ -25,7 +25,6 @@ namespace softrdma::transport::roce {
 namespace {
 
 // Unacknowledged PSNs the requester may have outstanding (rxe's 128).
-constexpr int32_t kWindow = 128;
 // AckReq on every this many packets of a long message besides the last, so
 // that the window moves before the message ends.
 constexpr uint32_t kAckReqEvery = 32;
@@ -230,7 +229,7 @@ void Transmit(Engine& engine, Qp& qp) {
     while (rq.tx_packet < packets) {
       const uint32_t psn =
           read_or_atomic ? PsnAdd(w.psn, w.rx_offset / rq.mtu) : PsnAdd(w.psn, rq.tx_packet);
-      if (!uc && PsnDiff(psn, rq.comp_psn) >= kWindow) {
+      if (!uc && PsnDiff(psn, rq.comp_psn) >= static_cast<int32_t>(rq.window)) {
         if (!flush()) return;
         qp.tx_blocked = true;  // an ACK moves the window and transmits again
         return;
@@ -401,6 +400,7 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
                "QP %u: retransmit timer expired (%" PRIu64
                " us late), go back to PSN %u (%d retries left)",
                qp.qpx.qp_base.qp_num, (now - due) / 1000, qp.roce->comp_psn, qp.retries_left);
+  qp.roce->ShrinkWindow();
   Rewind(qp);
   qp.roce->probes_sent = 0;
   // NAKs still in flight after a whole timeout are lost: none is counted
