@@ -110,18 +110,32 @@ class Engine {
   void Progress() {
     CountPoll();
     if (app_may_block_.load(std::memory_order_relaxed)) CountPollAfterArm();
-    if (ring_->HeadReady() || service_pending_.load(std::memory_order_relaxed) ||
-        roce_active_.load(std::memory_order_relaxed))
+    if (ring_->HeadReady() || service_pending_.load(std::memory_order_relaxed) || RoceLookDue())
       ProgressSlow();
   }
   // Progress() would do nothing but count the poll: nothing at the ring's
-  // head, no deferred work or ACKs held back, no armed CQ to account for.
-  // Loads only.
-  bool NothingToDrive() const {
+  // head, no deferred work or ACKs held back, no armed CQ to account for,
+  // no look at the RoCE port due. Loads only, but for the countdown of an
+  // idle port's looks (RoceLookDue).
+  bool NothingToDrive() {
     return !app_may_block_.load(std::memory_order_relaxed) &&
            !service_pending_.load(std::memory_order_relaxed) &&
-           !acks_deferred_.load(std::memory_order_relaxed) &&
-           !roce_active_.load(std::memory_order_relaxed) && !ring_->HeadReady();
+           !acks_deferred_.load(std::memory_order_relaxed) && !ring_->HeadReady() && !RoceLookDue();
+  }
+  // Whether this verbs call should look at the RoCE port (PollRoce). Once
+  // the port has been idle for a while, PollRoce lets only every
+  // kRoceIdlePollStride-th call come to it; the calls in between pass here
+  // on a countdown, inline, so that a busy poller whose UD QP merely listens
+  // on the wire keeps the empty poll's few loads (ibv_poll_cq's leaf path)
+  // instead of two calls, the counting and a clock read every few polls.
+  // Racy by design, as the counts it thins: concurrent pollers may skip a
+  // little more or less.
+  bool RoceLookDue() {
+    if (!roce_active_.load(std::memory_order_relaxed)) return false;
+    const uint32_t skip = roce_idle_skip_.load(std::memory_order_relaxed);
+    if (skip == 0) return true;
+    roce_idle_skip_.store(skip - 1, std::memory_order_relaxed);
+    return false;
   }
   // Called when a poll found nothing to return: the application waits
   // rather than answers, so ACKs held back for its reply go now.
@@ -206,10 +220,10 @@ class Engine {
   void ActivateRoce();
   // Receives what the port holds and hands it to the QPs; sends the ACKs
   // that the burst made due. true if anything arrived. `by_app`: from a
-  // verbs call, which looks only at every kRoceIdlePollStride-th call, and
-  // at most once per kRoceIdleLookNs, once the port has been empty for a
-  // while (system calls each time would cost a busy-polling shm program
-  // whose UD QP merely listens on the wire).
+  // verbs call, which looks only at every kRoceIdlePollStride-th call
+  // (RoceLookDue), and at most once per kRoceIdleLookNs, once the port has
+  // been empty for a while (system calls each time would cost a
+  // busy-polling shm program whose UD QP merely listens on the wire).
   bool PollRoce(bool by_app = false);
 
   ~Engine();
@@ -422,6 +436,7 @@ class Engine {
   // under roce_rx_lock_.
   uint64_t* roce_polls_word_ = nullptr;
   std::atomic<uint32_t> roce_empty_polls_{0};   // consecutive polls that found nothing
+  std::atomic<uint32_t> roce_idle_skip_{0};     // verbs calls that pass an idle port still
   std::atomic<uint64_t> roce_idle_look_ns_{0};  // when a verbs call last looked at an idle port
   // When the port's current silence began (its kRoceIdlePolls-th empty poll
   // in a row): the thinned looks space out with the time since.

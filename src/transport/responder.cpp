@@ -10,6 +10,7 @@
 #include "core/limits.h"
 #include "core/objects.h"
 #include "core/qp_state_machine.h"
+#include "core/srq.h"
 #include "transport/engine.h"
 #include "transport/iov_slice.h"
 #include "transport/recv_source.h"
@@ -101,27 +102,48 @@ void ScatterFromRecord(const shm::RecordView& view, uint32_t src_off, const iove
 
 namespace {
 
-// The common receive, ahead of the general path: an RC QP with its own
-// receive queue, a whole message carried in the record, a one-SGE WQE that
-// holds it. It changes nothing unless it completes the message, so anything
-// else (no WQE, SRQ, a short buffer, a bad lkey, several SGEs, invalidation,
-// an empty message) is left to the general path and its error handling.
+// The common receive, ahead of the general path: an RC QP, a whole message
+// carried in the record, a one-SGE WQE that holds it. It changes nothing
+// unless it completes the message, so anything else (no WQE, a short
+// buffer, a bad lkey, several SGEs, invalidation, an empty message) is left
+// to the general path and its error handling. With an SRQ the one thing it
+// may change is to take the SRQ's oldest WQE, which the QP then holds
+// (Qp::srq_wqe_held), exactly as the general path's AcquireRecv would: that
+// path then finds the WQE held and handles it.
 [[gnu::always_inline]] inline bool TryReceiveInline(Engine& engine, Qp& qp,
                                                     const wire::RecordHeader& req,
                                                     const shm::RecordView& view) {
-  if (qp.type != IBV_QPT_RC || qp.srq || (req.flags & wire::kFlagInvalidate) ||
-      req.payload_len != req.total_len || req.total_len == 0 || qp.rq.size() == 0)
+  if (qp.type != IBV_QPT_RC || (req.flags & wire::kFlagInvalidate) ||
+      req.payload_len != req.total_len || req.total_len == 0)
     return false;
-  const RecvWqe& w = qp.rq.at(qp.rq.tail);
-  const ibv_sge& sge = *qp.rq.sge_of(qp.rq.tail);
-  if (w.num_sge != 1 || sge.length < req.total_len) return false;
+  const RecvWqe* w;
+  const ibv_sge* sge;
+  uint32_t pd_id;
+  if (!qp.srq) {
+    if (qp.rq.size() == 0) return false;
+    w = &qp.rq.at(qp.rq.tail);
+    sge = qp.rq.sge_of(qp.rq.tail);
+    pd_id = qp.pd->id;
+  } else {
+    // A stream of small SENDs into an SRQ (UCX's rc_verbs receives this
+    // way): the same path, the WQE taken first.
+    if (qp.srq_wqe_held || !qp.srq->Take(&qp.srq_wqe, qp.srq_sges.data())) return false;
+    qp.srq_wqe_held = true;
+    w = &qp.srq_wqe;
+    sge = qp.srq_sges.data();
+    pd_id = qp.srq->pd()->id;
+  }
+  if (w->num_sge != 1 || sge->length < req.total_len) return false;
   uint64_t host = 0;
-  if (engine.mr_table().LookupLocal(sge.lkey, sge.addr, sge.length, qp.pd->id,
+  if (engine.mr_table().LookupLocal(sge->lkey, sge->addr, sge->length, pd_id,
                                     IBV_ACCESS_LOCAL_WRITE, &host) != 0)
     return false;
   view.CopyOutToBuffer(sizeof req, reinterpret_cast<void*>(host), req.total_len);
-  CompleteRecv(qp, w, IBV_WC_SUCCESS, req);
-  ++qp.rq.tail;
+  CompleteRecv(qp, *w, IBV_WC_SUCCESS, req);
+  if (qp.srq)
+    qp.srq_wqe_held = false;
+  else
+    ++qp.rq.tail;
   qp.epsn = PsnAdd(qp.epsn, 1);
   return true;
 }

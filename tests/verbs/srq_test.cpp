@@ -1,6 +1,8 @@
 // Shared receive queues through the public API: two QPs drawing from one
 // SRQ in posting order, the limit event, LAST_WQE_REACHED on ERR, and the
 // verbs' argument rules.
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "datagram_fixture.h"
@@ -104,6 +106,77 @@ TEST_F(SrqTest, TwoQpsConsumeInPostingOrder) {
     for (uint32_t b = 0; b < kSlot; ++b)
       ASSERT_EQ(rbuf[i * kSlot + b], b < 100u + i ? 0x40 + i : 0) << "slot " << i << " byte " << b;
   }
+}
+
+// A small SEND into an SRQ takes the responder's short path (the data in
+// the record, a one-SGE WQE that holds it). What that path does not
+// complete it leaves, with the WQE it took, to the general path: these
+// check that such a message still ends as it did there, and that no other
+// WQE of the SRQ is used up on the way.
+
+// Sends `len` bytes on tx[0] and returns (send completion, receive completion).
+std::pair<ibv_wc, ibv_wc> SendAndPollBoth(SrqTest& t, uint32_t len) {
+  memset(t.sbuf.data(), 0x5a, len);
+  EXPECT_EQ(PostSendTo(t.tx[0], 1, Sge(t.sbuf.data(), len, t.smr)), 0);
+  auto s = PollN(t.scq, 1);
+  auto r = PollN(t.rcq, 1);
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(r.size(), 1u);
+  return {s.empty() ? ibv_wc{} : s[0], r.empty() ? ibv_wc{} : r[0]};
+}
+
+// The other QP still receives into the WQE posted after the failed one.
+void ExpectNextWqeUnused(SrqTest& t, uint64_t wr_id, int slot) {
+  ibv_wc got = t.SendOne(1, 0x66);
+  EXPECT_EQ(got.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got.wr_id, wr_id);
+  EXPECT_EQ(t.rbuf[slot * SrqTest::kSlot], 0x66);
+}
+
+TEST_F(SrqTest, SmallSendIntoAShortSrqBufferFailsBothSides) {
+  ASSERT_EQ(PostSrqRecvTo(srq, 7, Sge(&rbuf[0], 50, rmr)), 0);
+  PostSlots(1, 1);
+  auto [s, r] = SendAndPollBoth(*this, 100);
+  EXPECT_EQ(s.status, IBV_WC_REM_INV_REQ_ERR);
+  EXPECT_EQ(r.status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(r.wr_id, 7u);
+  EXPECT_EQ(rbuf[0], 0);
+  ExpectNextWqeUnused(*this, 1001, 1);
+}
+
+TEST_F(SrqTest, SmallSendIntoAnSrqWqeWithABadLkeyFailsBothSides) {
+  const ibv_sge bad_key{reinterpret_cast<uintptr_t>(&rbuf[0]), kSlot, rmr->lkey ^ 0x5a};
+  ASSERT_EQ(PostSrqRecvTo(srq, 7, bad_key), 0);
+  PostSlots(1, 1);
+  auto [s, r] = SendAndPollBoth(*this, 100);
+  EXPECT_EQ(s.status, IBV_WC_REM_OP_ERR);
+  EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(r.wr_id, 7u);
+  EXPECT_EQ(rbuf[0], 0);
+  ExpectNextWqeUnused(*this, 1001, 1);
+}
+
+TEST_F(SrqTest, SmallSendSpansTwoSgesOfAnSrqWqe) {
+  ibv_sge sges[2] = {Sge(&rbuf[0], 30, rmr), Sge(&rbuf[kSlot], kSlot, rmr)};
+  ibv_recv_wr wr{};
+  wr.wr_id = 7;
+  wr.sg_list = sges;
+  wr.num_sge = 2;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+  PostSlots(2, 1);
+  auto [s, r] = SendAndPollBoth(*this, 100);
+  EXPECT_EQ(s.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(r.wr_id, 7u);
+  EXPECT_EQ(r.byte_len, 100u);
+  EXPECT_EQ(rbuf[0], 0x5a);
+  EXPECT_EQ(rbuf[29], 0x5a);
+  EXPECT_EQ(rbuf[30], 0);
+  EXPECT_EQ(rbuf[kSlot], 0x5a);
+  EXPECT_EQ(rbuf[kSlot + 69], 0x5a);
+  EXPECT_EQ(rbuf[kSlot + 70], 0);
+  ExpectNextWqeUnused(*this, 1002, 2);
 }
 
 // A WRITE_WITH_IMM to a QP on an SRQ consumes a WQE of the SRQ (it used to
