@@ -249,9 +249,11 @@ class alignas(kCacheLine) Ring {
     seq(r.pos_).store((r.word_ & ~kSeqStateMask) | kSeqCommitted, std::memory_order_release);
     // After the commit (see "helping" above): producers then need not look
     // at this record's seq word, the line the consumer polls.
-    published_end_.store(r.pos_ + ((r.word_ >> 2) & kMaxRecordSlots), std::memory_order_release);
+    const uint32_t nslots = static_cast<uint32_t>((r.word_ >> 2) & kMaxRecordSlots);
+    published_end_.store(r.pos_ + nslots, std::memory_order_release);
     if (r.wake_) [[unlikely]]
       Wake(kWakeConsumer);
+    if (nslots > 2) PrefetchNextRecord(r.pos_ + nslots, nslots);
   }
   // Gives the reservation up (e.g. filling it failed): the consumer skips it.
   // Every reservation must end in Commit or Cancel, else the ring stalls.
@@ -465,6 +467,9 @@ class alignas(kCacheLine) Ring {
   bool PeekAt(uint64_t* cursor, RecordView* v);
   bool SkipIfDead(uint64_t pos, uint64_t word);
   void ResetSlots(uint64_t pos, uint32_t nslots);
+  // After the commit of a record of `nslots` slots ending at `end`: asks for
+  // the lines of a next record of that size for writing (see ring.cpp).
+  void PrefetchNextRecord(uint64_t end, uint32_t nslots) const;
 
   // Immutable after Format. magic_ is stored last so Attach never sees a
   // half-initialised header.
