@@ -134,6 +134,9 @@ void Device::RefreshGids() {
   active_mtu_.store(PortMtuForInterfaceMtus(interface_mtus), std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(gid_mutex_);
   gids_ = std::move(table);
+  // After the table: a cache that read the old generation before its lookup
+  // looks again next time, whichever table that lookup saw.
+  gid_generation_.fetch_add(1, std::memory_order_release);
 }
 
 ibv_mtu Device::PortMtuForInterfaceMtus(const std::vector<uint32_t>& interface_mtus) {
@@ -171,6 +174,31 @@ bool Device::IsLocalGid(const ibv_gid& gid) const {
   for (const GidEntry& e : gids_)
     if (e.valid && memcmp(e.gid.raw, gid.raw, 16) == 0) return true;
   return false;
+}
+
+bool GidLookupCache::IsLocal(const ibv_gid& gid) {
+  const Device& device = Device::Get();
+  const uint64_t generation = device.gid_generation();  // before the lookup: see RefreshGids
+  if (generation != local_generation_ || memcmp(gid.raw, local_gid_.raw, sizeof gid.raw) != 0) {
+    local_ = device.IsLocalGid(gid);
+    local_gid_ = gid;
+    local_generation_ = generation;
+    ++refills_;
+  }
+  return local_;
+}
+
+bool GidLookupCache::At(int index, GidEntry* out) {
+  const Device& device = Device::Get();
+  const uint64_t generation = device.gid_generation();
+  if (generation != at_generation_ || index != at_index_) {
+    at_found_ = device.GidAt(index, &at_);
+    at_index_ = index;
+    at_generation_ = generation;
+    ++refills_;
+  }
+  if (at_found_) *out = at_;
+  return at_found_;
 }
 
 void Device::QueryDevice(ibv_device_attr* a) const {

@@ -50,6 +50,9 @@ class Device {
   uint64_t ValidGidMask() const;
   // True if the GID names an address of this host (peer reachable over shm).
   bool IsLocalGid(const ibv_gid& gid) const;
+  // Moves (never back, never 0 once the device exists) each time RefreshGids
+  // replaces the table, so that a GidLookupCache knows its answers are stale.
+  uint64_t gid_generation() const { return gid_generation_.load(std::memory_order_acquire); }
   // The port's active MTU (docs/design.md "The port's MTU"), recomputed with
   // the GID table: the largest IB MTU one of the RoCE wire's interfaces
   // carries (rxe's rule per interface: 1500 -> 1024, 9000 -> 4096, lo 4096).
@@ -64,7 +67,31 @@ class Device {
   uint64_t node_guid_ = 0;
   mutable std::mutex gid_mutex_;
   std::vector<GidEntry> gids_;
+  std::atomic<uint64_t> gid_generation_{0};
   std::atomic<ibv_mtu> active_mtu_{IBV_MTU_4096};
+};
+
+// Device::GidAt and Device::IsLocalGid for one sender's path, answered from
+// the last lookup while the GID table is unchanged. Every Device lookup takes
+// the table's mutex (two locked instructions and ~110 instructions a call),
+// and a UD datagram needed two of them: ~225 instructions per send of
+// ibv_ud_pingpong's ~1,400 (callgrind, session 9). Not thread-safe: its
+// owner serializes the calls (a QP's cache is used under the QP's lock).
+class GidLookupCache {
+ public:
+  bool IsLocal(const ibv_gid& gid);
+  bool At(int index, GidEntry* out);
+  uint64_t refills() const { return refills_; }  // lookups that went to the Device (tests)
+
+ private:
+  uint64_t local_generation_ = 0;  // 0: nothing kept (the table's starts at 1)
+  ibv_gid local_gid_{};
+  bool local_ = false;
+  uint64_t at_generation_ = 0;
+  int at_index_ = -1;
+  GidEntry at_{};
+  bool at_found_ = false;
+  uint64_t refills_ = 0;
 };
 
 }  // namespace softrdma

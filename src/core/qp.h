@@ -19,6 +19,7 @@
 
 #include "core/ah.h"
 #include "core/cq.h"
+#include "core/device.h"
 #include "core/objects.h"
 #include "host/registry.h"
 #include "transport/responder_resources.h"
@@ -229,6 +230,7 @@ class Qp {
   // --- UD: the last destination's process (transport/datagram.cpp)
   std::shared_ptr<PeerLink> ud_peer;
   uint32_t ud_peer_qpn = 0;
+  GidLookupCache ud_gids;  // the datagrams' source GIDs and whether a destination is local
   // --- UD multicast (core/verbs_mcast.cpp): groups attached (ibv_destroy_qp
   // refuses while any is), and IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
   uint32_t mcast_attachments = 0;

@@ -183,7 +183,7 @@ bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w,
   d.traffic_class = w.ud.traffic_class;
   d.hop_limit = w.ud.hop_limit;
   GidEntry src;
-  if (Device::Get().GidAt(w.ud.sgid_index, &src)) memcpy(d.sgid, src.gid.raw, 16);
+  if (qp.ud_gids.At(w.ud.sgid_index, &src)) memcpy(d.sgid, src.gid.raw, 16);
   memcpy(d.dgid, w.ud.dgid.raw, 16);
 
   out->parts[0] = iovec{&out->h, sizeof out->h};
@@ -269,8 +269,7 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
     PeerLink* peer = nullptr;
     // A QPN of another registry's range (another user) is reached over the
     // RoCE wire even at a GID of this host.
-    const bool local =
-        engine.registry().OwnsQpn(w.ud.remote_qpn) && Device::Get().IsLocalGid(w.ud.dgid);
+    const bool local = engine.registry().OwnsQpn(w.ud.remote_qpn) && qp.ud_gids.IsLocal(w.ud.dgid);
     if (!multicast && (!local || engine.roce_forced())) {
       // The RoCE wire (transport/roce/roce_datagram.cpp): one packet.
       const roce::DatagramTx r = roce::TransmitDatagram(engine, qp, index);
