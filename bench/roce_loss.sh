@@ -5,7 +5,7 @@
 # duplication + reordering + delay, nftables dropping 5% of UDP 4791), one
 # run each, and prints one line per condition: MB/s and the client's
 # retransmission counters. Needs root. Run under the bench lock
-# (flock /work/bench.lock ...); at 10% loss 1 GiB takes several minutes.
+# (flock LOCKFILE ...); at 10% loss 1 GiB takes several minutes.
 #   bench/roce_loss.sh BUILD_DIR [SIZE] [CONDITION...]
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd)
