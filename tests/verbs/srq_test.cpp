@@ -133,27 +133,29 @@ void ExpectNextWqeUnused(SrqTest& t, uint64_t wr_id, int slot) {
   EXPECT_EQ(t.rbuf[slot * SrqTest::kSlot], 0x66);
 }
 
-TEST_F(SrqTest, SmallSendIntoAShortSrqBufferFailsBothSides) {
-  ASSERT_EQ(PostSrqRecvTo(srq, 7, Sge(&rbuf[0], 50, rmr)), 0);
-  PostSlots(1, 1);
-  auto [s, r] = SendAndPollBoth(*this, 100);
-  EXPECT_EQ(s.status, IBV_WC_REM_INV_REQ_ERR);
-  EXPECT_EQ(r.status, IBV_WC_LOC_LEN_ERR);
+// A 100-byte SEND into an SRQ WQE `wqe` (wr_id 7) that cannot take it fails
+// both sides with these statuses, writes nothing, and the other QP's next
+// message goes into the WQE posted after it.
+void ExpectSmallSendFailsBothSides(SrqTest& t, const ibv_sge& wqe, ibv_wc_status sender,
+                                   ibv_wc_status receiver) {
+  ASSERT_EQ(PostSrqRecvTo(t.srq, 7, wqe), 0);
+  t.PostSlots(1, 1);
+  auto [s, r] = SendAndPollBoth(t, 100);
+  EXPECT_EQ(s.status, sender);
+  EXPECT_EQ(r.status, receiver);
   EXPECT_EQ(r.wr_id, 7u);
-  EXPECT_EQ(rbuf[0], 0);
-  ExpectNextWqeUnused(*this, 1001, 1);
+  EXPECT_EQ(t.rbuf[0], 0);
+  ExpectNextWqeUnused(t, 1001, 1);
+}
+
+TEST_F(SrqTest, SmallSendIntoAShortSrqBufferFailsBothSides) {
+  ExpectSmallSendFailsBothSides(*this, Sge(&rbuf[0], 50, rmr), IBV_WC_REM_INV_REQ_ERR,
+                                IBV_WC_LOC_LEN_ERR);
 }
 
 TEST_F(SrqTest, SmallSendIntoAnSrqWqeWithABadLkeyFailsBothSides) {
   const ibv_sge bad_key{reinterpret_cast<uintptr_t>(&rbuf[0]), kSlot, rmr->lkey ^ 0x5a};
-  ASSERT_EQ(PostSrqRecvTo(srq, 7, bad_key), 0);
-  PostSlots(1, 1);
-  auto [s, r] = SendAndPollBoth(*this, 100);
-  EXPECT_EQ(s.status, IBV_WC_REM_OP_ERR);
-  EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR);
-  EXPECT_EQ(r.wr_id, 7u);
-  EXPECT_EQ(rbuf[0], 0);
-  ExpectNextWqeUnused(*this, 1001, 1);
+  ExpectSmallSendFailsBothSides(*this, bad_key, IBV_WC_REM_OP_ERR, IBV_WC_LOC_PROT_ERR);
 }
 
 TEST_F(SrqTest, SmallSendSpansTwoSgesOfAnSrqWqe) {

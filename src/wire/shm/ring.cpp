@@ -513,13 +513,13 @@ bool Ring::TryProduceSlow(const void* hdr, uint32_t hdr_len, const void* payload
 void Ring::PrefetchNextRecord(uint64_t end, uint32_t nslots) const {
   constexpr uint32_t kPrefetchNextMaxSlots = 36;  // a 2 KiB SEND with its headers
   if (nslots > kPrefetchNextMaxSlots) return;
-  const uint32_t n = nslots;
   const uint32_t slots = slot_count_;
   const uint64_t c = consume_seen_.load(std::memory_order_relaxed);
-  if (c > end || end + n - c > slots) return;
+  if (c > end || end + nslots - c > slots) return;
   const uint64_t mask = slots - 1;
   std::byte* const slot_data = data();
-  for (uint32_t i = 2; i < n; ++i) PrefetchForWrite(slot_data + ((end + i) & mask) * kSlotBytes);
+  for (uint32_t i = 2; i < nslots; ++i)
+    PrefetchForWrite(slot_data + ((end + i) & mask) * kSlotBytes);
 }
 
 bool Ring::WakeAfterCommit() {
