@@ -2,6 +2,12 @@
 // synchronous ids (no channel), whose calls wait for their own events.
 #include "rdmacm_fixture.h"
 
+#include <sys/syscall.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
 namespace softrdma::rdmacm_test {
 namespace {
 
@@ -188,6 +194,51 @@ TEST(CmEventChannel, SynchronousConnectToNobodyFailsWithEconnrefused) {
     rdma_destroy_qp(id);
     EXPECT_EQ(rdma_destroy_id(id), 0);
     ibv_dealloc_pd(pd);
+  });
+}
+
+// True when thread `tid` of this process sleeps inside read(2): the first
+// field of /proc/self/task/<tid>/syscall is the number of the system call it
+// is blocked in.
+bool BlockedInRead(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  long number = -1;
+  return (in >> number) && number == SYS_read;
+}
+
+// As with the kernel's rdma_cm fd, whose close does not wake a thread already
+// waiting in it: a thread blocked in rdma_get_cm_event stays blocked when
+// another thread destroys the channel. So a program's thread can only see
+// EBADF there by calling rdma_get_cm_event after the destroy (rping 44's
+// teardown race, which tests/interop/cm_lib.sh tells apart by that error).
+TEST(CmEventChannel, DestroyingTheChannelLeavesABlockedReaderBlocked) {
+  RunScenario([] {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr) << strerror(errno);
+    // Shared with the reader, which may outlive this body.
+    struct ReaderState {
+      std::atomic<pid_t> tid{0};
+      std::atomic<bool> returned{false};
+    };
+    auto reader = std::make_shared<ReaderState>();
+    // Detached: it never returns when the rule holds, and the scenario's
+    // process ends with it still blocked.
+    std::thread([ch, reader] {
+      reader->tid = pid_t(syscall(SYS_gettid));
+      rdma_cm_event* ev = nullptr;
+      rdma_get_cm_event(ch, &ev);
+      reader->returned = true;
+    }).detach();
+    int64_t deadline = NowMs() + 5000;
+    while ((reader->tid == 0 || !BlockedInRead(reader->tid)) && NowMs() < deadline) usleep(1000);
+    ASSERT_TRUE(BlockedInRead(reader->tid)) << "the reader never blocked in read(2)";
+    rdma_destroy_event_channel(ch);
+    usleep(300 * 1000);
+    EXPECT_FALSE(reader->returned) << "rdma_get_cm_event returned after its channel was destroyed";
+    EXPECT_TRUE(BlockedInRead(reader->tid));
+    // The process ends here with the reader still blocked; the scenario's
+    // _exit does not wait for it, and no state of the destroyed channel is
+    // touched again.
   });
 }
 
