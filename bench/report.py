@@ -820,10 +820,12 @@ def main(argv):
 
     md = ["# softrdma benchmark report", ""]
     md.append("Run of `bench/run.sh` on %s, git `%s`; %s; kernel %s; load average at start %s. "
-              "Each measurement repeated %s× (quick run: %s); cells are **median [min–max]**; "
+              "Each measurement repeated %s× (the paired targets, run back to back with their "
+              "reference: %s×; quick run: %s); cells are **median [min–max]**; "
               "ratios are of medians measured in this run. Method: `docs/performance.md`."
               % (res.meta.get("date", "?"), res.meta.get("git", "?"), res.meta.get("cpu", "?"),
                  res.meta.get("kernel", "?"), res.meta.get("load", "?"), repeat,
+                 res.meta.get("target_repeat", repeat),
                  "yes" if res.meta.get("quick") == "1" else "no"))
     md.append("")
     md.append("## Targets")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # softrdma benchmark suite: one command, one machine, one go.
 #
-#   bench/run.sh [--quick] [--repeat N] [--out DIR] [--only LIST] [--lib DIR]
+#   bench/run.sh [--quick] [--repeat N] [--target-repeat N] [--out DIR] [--only LIST] [--lib DIR]
 #
 # Runs, each --repeat times:
 #   perftest  unmodified perftest (ib_{send,write,read}_{lat,bw}, ib_atomic_{lat,bw}) over
@@ -39,14 +39,19 @@
 # rtt_after_ns (median of the 3, in ns; empty for other measurements or when it could not
 # run). The report shows the round trip of both sides of every latency target and flags
 # "states differ" when their medians are more than 1.5x apart.
-# The 8 B latency targets (ib_send_lat, ib_write_lat, UCX tag_lat; unpinned and pinned)
-# and the 64 B average of issue 15 (ib_send_lat against UCX tag_lat) run first, softrdma's
-# and UCX's runs of each repetition back to back, so that their ratio compares runs taken
-# in the same state.
+# The paired targets run first, softrdma's and UCX's runs of each repetition back to back,
+# so that their ratio compares runs taken in the same state: the 8 B latency targets
+# (ib_send_lat, ib_write_lat, UCX tag_lat), issue 15's 64 B average (ib_send_lat against
+# UCX tag_lat) and its message rates (ib_send_bw -s 8 and -s 64 against UCX tag_bw), each
+# unpinned and pinned, --target-repeat times.
 #
 # Options:
 #   --quick       smoke run: 3 sizes, short runs, --repeat 2 unless given
 #   --repeat N    repetitions of every measurement (default 3)
+#   --target-repeat N
+#                 repetitions of the paired targets (default 5, or --repeat when that is
+#                 larger or --quick is given): a message rate swings by a quarter from run
+#                 to run on both sides, so their medians need more runs than the others
 #   --out DIR     results directory (default bench/results/<date>-<time>)
 #   --only LIST   comma-separated subset of: perftest,ucx,ucx_verbs,tcp,limits,idle,scale,
 #                 callgrind,apps
@@ -66,6 +71,7 @@ source "$HERE/ucx_verbs.sh"
 
 QUICK=0
 REPEAT=""
+TARGET_REPEAT=""
 OUT=""
 ONLY="perftest,ucx,ucx_verbs,tcp,limits,idle,scale,callgrind,apps"
 LIB_DIR=""
@@ -74,6 +80,7 @@ while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
     --repeat) REPEAT=${2:?--repeat needs a number}; shift ;;
+    --target-repeat) TARGET_REPEAT=${2:?--target-repeat needs a number}; shift ;;
     --out) OUT=${2:?--out needs a directory}; shift ;;
     --only) ONLY=${2:?--only needs a list}; shift ;;
     --lib) LIB_DIR=${2:?--lib needs a directory}; shift ;;
@@ -84,6 +91,11 @@ while (($#)); do
 done
 [[ -z "$REPEAT" ]] && REPEAT=$((QUICK ? 2 : 3))
 [[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --repeat must be a positive integer" >&2; exit 2; }
+if [[ -z "$TARGET_REPEAT" ]]; then
+  TARGET_REPEAT=$REPEAT
+  ((!QUICK && TARGET_REPEAT < 5)) && TARGET_REPEAT=5
+fi
+[[ "$TARGET_REPEAT" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --target-repeat must be a positive integer" >&2; exit 2; }
 OUT=${OUT:-$ROOT/bench/results/$(date +%Y-%m-%d-%H%M%S)}
 mkdir -p "$OUT/raw" || exit 1
 OUT=$(cd "$OUT" && pwd)
@@ -356,15 +368,16 @@ perftest_ready() {
   [[ -z "$REASON" ]]
 }
 
-# The latency targets (8 B, and issue 15's 64 B average; unpinned and pinned): softrdma's
-# and UCX's runs of one repetition follow each other (run_latency_targets) instead of being
-# minutes apart in their suites, so that a ratio compares runs taken in the same machine
-# state.
-LATENCY_TARGETS=("perftest send_lat 8" "perftest write_lat 8" "ucx tag_lat 8"
-  "perftest send_lat 64" "ucx tag_lat 64")
-is_latency_target() { # SUITE TEST SIZE
+# The paired targets (8 B latency; issue 15's 64 B average and its 8 B and 64 B message
+# rates; unpinned and pinned): softrdma's and UCX's runs of one repetition follow each other
+# (run_paired_targets) instead of being minutes apart in their suites, so that a ratio
+# compares runs taken in the same machine state.
+PAIRED_TARGETS=("perftest send_lat 8" "perftest write_lat 8" "ucx tag_lat 8"
+  "perftest send_lat 64" "ucx tag_lat 64"
+  "perftest send_bw 8" "ucx tag_bw 8" "perftest send_bw 64" "ucx tag_bw 64")
+is_paired_target() { # SUITE TEST SIZE
   local spec
-  for spec in "${LATENCY_TARGETS[@]}"; do [[ "$spec" == "$1 $2 $3" ]] && return 0; done
+  for spec in "${PAIRED_TARGETS[@]}"; do [[ "$spec" == "$1 $2 $3" ]] && return 0; done
   return 1
 }
 
@@ -418,12 +431,12 @@ ucx_one() {
   PAIR_RTT=0
 }
 
-run_latency_targets() {
+run_paired_targets() {
   local rep pinned spec suite t size
-  log "latency targets, softrdma and UCX back to back: ${LATENCY_TARGETS[*]}"
-  for rep in $(seq 0 $((REPEAT - 1))); do
+  log "paired targets, softrdma and UCX back to back, $TARGET_REPEAT times: ${PAIRED_TARGETS[*]}"
+  for rep in $(seq 0 $((TARGET_REPEAT - 1))); do
     for pinned in 0 1; do
-      for spec in "${LATENCY_TARGETS[@]}"; do
+      for spec in "${PAIRED_TARGETS[@]}"; do
         read -r suite t size <<<"$spec"
         want "$suite" || continue
         if [[ $suite == perftest ]]; then perftest_one "$t" "$size" "$pinned" "$rep"; else ucx_one "$t" "$size" "$pinned" "$rep"; fi
@@ -444,7 +457,7 @@ run_perftest() {
   for rep in $(seq 0 $((REPEAT - 1))); do
     for spec in "${plan[@]}"; do
       read -r t size pinned <<<"$spec"
-      is_latency_target perftest "$t" "$size" && continue # run_latency_targets
+      is_paired_target perftest "$t" "$size" && continue # run_paired_targets
       perftest_one "$t" "$size" "$pinned" "$rep"
     done
   done
@@ -460,7 +473,7 @@ run_ucx() {
   for rep in $(seq 0 $((REPEAT - 1))); do
     for spec in "${plan[@]}"; do
       read -r t size pinned <<<"$spec"
-      is_latency_target ucx "$t" "$size" && continue # run_latency_targets
+      is_paired_target ucx "$t" "$size" && continue # run_paired_targets
       ucx_one "$t" "$size" "$pinned" "$rep"
     done
   done
@@ -835,7 +848,7 @@ cg_top() {
 }
 
 # ---------------------------------------------------------------- main
-log "softrdma bench: out $OUT, repeat $REPEAT$( ((QUICK)) && echo ', quick'), suites $ONLY"
+log "softrdma bench: out $OUT, repeat $REPEAT (paired targets $TARGET_REPEAT)$( ((QUICK)) && echo ', quick'), suites $ONLY"
 install_deps
 build_softrdma
 {
@@ -845,6 +858,7 @@ build_softrdma
   echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1), $(nproc) online"
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "repeat: $REPEAT"
+  echo "target_repeat: $TARGET_REPEAT"
   echo "quick: $QUICK"
   echo "sizes: ${SIZES[*]}"
   for p in perftest qperf ucx-utils python3-matplotlib valgrind; do
@@ -866,7 +880,7 @@ if want perftest || want ucx || want ucx_verbs; then
   fi
 fi
 want limits && run_limits
-if want perftest || want ucx; then run_latency_targets; fi
+if want perftest || want ucx; then run_paired_targets; fi
 want perftest && run_perftest
 want ucx && run_ucx
 want ucx_verbs && run_ucx_verbs
