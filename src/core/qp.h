@@ -22,6 +22,7 @@
 #include "core/device.h"
 #include "core/objects.h"
 #include "host/registry.h"
+#include "transport/datagram_grh.h"
 #include "transport/responder_resources.h"
 #include "transport/responder_stall.h"
 #include "util/spinlock.h"
@@ -231,6 +232,7 @@ class Qp {
   std::shared_ptr<PeerLink> ud_peer;
   uint32_t ud_peer_qpn = 0;
   GidLookupCache ud_gids;  // the datagrams' source GIDs and whether a destination is local
+  transport::DatagramGrhCache ud_grh;  // the last route's GRH area (transport/datagram_grh.h)
   // --- UD multicast (core/verbs_mcast.cpp): groups attached (ibv_destroy_qp
   // refuses while any is), and IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
   uint32_t mcast_attachments = 0;

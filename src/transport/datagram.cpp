@@ -18,6 +18,7 @@
 #include "core/limits.h"
 #include "host/gsi_forwarder.h"
 #include "host/mcast_groups.h"
+#include "transport/datagram_grh.h"
 #include "transport/engine.h"
 #include "transport/recv_source.h"
 #include "transport/roce/roce_gsi.h"
@@ -29,86 +30,27 @@ namespace softrdma::transport {
 
 namespace {
 
-// Follows the RecordHeader of a kDatagram record; the payload follows it.
+// Follows the RecordHeader of a kDatagram record; the payload follows it,
+// so that the GRH area and the payload are one contiguous copy into the
+// receive buffer. The sender builds the area (datagram_grh.h): it knows the
+// route, and keeps what does not change per datagram.
 struct DatagramHeader {
   uint32_t qkey;
-  uint32_t flow_label;
-  uint8_t sgid[16];
-  uint8_t dgid[16];
-  uint8_t traffic_class;
-  uint8_t hop_limit;
-  uint16_t reserved0;
-  uint32_t reserved1;
+  uint8_t sl;  // the receiver's wc.sl: which L3 header the GRH area holds
+  uint8_t reserved[3];
+  uint8_t grh[kGrhBytes];  // lengths set for this datagram
 };
 static_assert(sizeof(DatagramHeader) == 48);
 
-constexpr uint32_t kGrhBytes = 40;
-
-bool IsV4Mapped(const uint8_t* gid) {
-  static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return memcmp(gid, prefix, sizeof prefix) == 0;
-}
-
-// Whether the GRH area holds an IPv4 header (else an IPv6 one).
-bool GrhIsIpv4(const DatagramHeader& d) {
-  return IsV4Mapped(d.sgid) && IsV4Mapped(d.dgid);
-}
-
-uint16_t Ipv4Checksum(const uint8_t* h) {
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += static_cast<uint32_t>(h[i] << 8 | h[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
-// The GRH area as a RoCEv2 NIC fills it (roce-wire.md §4 "GRH layout"): for
-// IPv4-mapped GIDs 20 zero bytes and the IPv4 header (valid checksum, so
-// that ibv_init_ah_from_wc classifies it as IPv4), else the IPv6 header.
-// Lengths are those of the equivalent packet: UDP + BTH + DETH (+ ImmDt) +
-// payload padded to 4 + ICRC.
-void BuildGrh(const DatagramHeader& d, bool has_imm, uint32_t len, uint8_t* grh) {
-  memset(grh, 0, kGrhBytes);
-  const uint32_t udp_len = 8 + 12 + 8 + (has_imm ? 4 : 0) + ((len + 3) & ~3u) + 4;
-  if (GrhIsIpv4(d)) {
-    uint8_t* ip = grh + 20;
-    const uint32_t total = 20 + udp_len;
-    ip[0] = 0x45;
-    ip[1] = d.traffic_class;
-    ip[2] = static_cast<uint8_t>(total >> 8);
-    ip[3] = static_cast<uint8_t>(total);
-    ip[6] = 0x40;  // don't fragment
-    ip[8] = d.hop_limit;
-    ip[9] = 17;  // UDP
-    memcpy(ip + 12, d.sgid + 12, 4);
-    memcpy(ip + 16, d.dgid + 12, 4);
-    uint16_t sum = Ipv4Checksum(ip);
-    ip[10] = static_cast<uint8_t>(sum >> 8);
-    ip[11] = static_cast<uint8_t>(sum);
-    return;
-  }
-  grh[0] = static_cast<uint8_t>(0x60 | d.traffic_class >> 4);
-  grh[1] = static_cast<uint8_t>((d.traffic_class & 0xf) << 4 | ((d.flow_label >> 16) & 0xf));
-  grh[2] = static_cast<uint8_t>(d.flow_label >> 8);
-  grh[3] = static_cast<uint8_t>(d.flow_label);
-  grh[4] = static_cast<uint8_t>(udp_len >> 8);
-  grh[5] = static_cast<uint8_t>(udp_len);
-  grh[6] = 17;
-  grh[7] = d.hop_limit;
-  memcpy(grh + 8, d.sgid, 16);
-  memcpy(grh + 24, d.dgid, 16);
-}
-
-// The L3 header of the GRH area as a RoCE NIC reports it in the
-// completion's `sl` (RoCE carries no SL): mlx5 returns the CQE's packet type
-// there, bit 3 = UDP present (RoCE v2), bits 2:0 = 1 (IPv6) or 2 (IPv4).
-// Applications built against mlx5 rely on it: UCX 1.13's ud_verbs reads
-// `sl & 7` to find the destination address in the GRH area, so a 0 made it
-// read an IPv4 header as IPv6 and drop every datagram (ETH_DGID_CHECK).
-constexpr uint8_t kSlRoceV2Ipv6 = 0x8 | 0x1;
-constexpr uint8_t kSlRoceV2Ipv4 = 0x8 | 0x2;
+// Header and datagram header, contiguous: one piece for Ring::TryProduce.
+struct DatagramHead {
+  wire::RecordHeader h;
+  DatagramHeader d;
+};
+static_assert(sizeof(DatagramHead) == sizeof(wire::RecordHeader) + sizeof(DatagramHeader));
 
 void CompleteDatagram(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire::RecordHeader& req,
-                      const DatagramHeader& d) {
+                      uint8_t sl) {
   ibv_wc wc{};
   wc.wr_id = w.wr_id;
   wc.status = status;
@@ -118,7 +60,7 @@ void CompleteDatagram(Qp& qp, const RecvWqe& w, ibv_wc_status status, const wire
   wc.src_qp = req.src_qpn;
   wc.wc_flags = IBV_WC_GRH;
   wc.pkey_index = 0;  // the one P_Key of the port
-  wc.sl = GrhIsIpv4(d) ? kSlRoceV2Ipv4 : kSlRoceV2Ipv6;
+  wc.sl = sl;
   if (req.flags & wire::kFlagHasImm) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = req.imm;
@@ -152,23 +94,31 @@ void CompleteUnacknowledged(Qp& qp) {
 
 namespace {
 
-// One datagram ready for a ring: the record header (its dst_qpn set per
-// destination), the addresses, and the payload's iovecs after both.
+// One datagram ready for a ring: the record and datagram headers (dst_qpn
+// set per destination), and the payload's iovecs after them.
 struct OutgoingDatagram {
-  wire::RecordHeader h{};
-  DatagramHeader d{};
-  iovec parts[limits::kMaxSge + 2];
+  DatagramHead head{};
+  iovec parts[limits::kMaxSge + 1];
   int nparts = 0;
 };
+
+// The payload of SQ entry `index` into parts[first...]: the number of
+// iovecs, or -1 for a bad local SGE.
+int PayloadParts(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec* parts) {
+  if (!w.is_inline) return ResolveLocal(engine, qp, index, w, parts);
+  parts[0] = iovec{qp.inline_slot(index), w.total_len};
+  return w.total_len ? 1 : 0;
+}
 
 // Builds the datagram of SQ entry `index`. false = a bad local SGE.
 bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w,
                    OutgoingDatagram* out) {
-  wire::RecordHeader& h = out->h;
+  wire::RecordHeader& h = out->head.h;
+  const bool has_imm = w.opcode == IBV_WR_SEND_WITH_IMM;
   h.type = wire::RecordType::kDatagram;
   h.mode = wire::PayloadMode::kInline;
   h.flags = static_cast<uint8_t>((w.solicited ? wire::kFlagSolicited : 0) |
-                                 (w.opcode == IBV_WR_SEND_WITH_IMM ? wire::kFlagHasImm : 0));
+                                 (has_imm ? wire::kFlagHasImm : 0));
   h.src_qpn = qp.qpx.qp_base.qp_num;
   h.dst_qpn = w.ud.remote_qpn;
   h.psn = qp.next_psn;  // UD checks no PSN; numbered for traces only
@@ -177,41 +127,41 @@ bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w,
   h.imm = w.imm;
   h.total_len = w.total_len;
   h.payload_len = static_cast<uint32_t>(sizeof(DatagramHeader)) + w.total_len;
-  DatagramHeader& d = out->d;
+  DatagramHeader& d = out->head.d;
   d.qkey = w.ud.remote_qkey;
-  d.flow_label = w.ud.flow_label;
-  d.traffic_class = w.ud.traffic_class;
-  d.hop_limit = w.ud.hop_limit;
-  GidEntry src;
-  if (qp.ud_gids.At(w.ud.sgid_index, &src)) memcpy(d.sgid, src.gid.raw, 16);
-  memcpy(d.dgid, w.ud.dgid.raw, 16);
+  const GrhTemplate& grh = qp.ud_grh.For(w.ud, qp.ud_gids);
+  d.sl = grh.sl();
+  grh.WriteFor(has_imm, w.total_len, d.grh);
 
-  out->parts[0] = iovec{&out->h, sizeof out->h};
-  out->parts[1] = iovec{&out->d, sizeof out->d};
-  int n = 0;
-  if (w.is_inline) {
-    out->parts[2] = iovec{qp.inline_slot(index), w.total_len};
-    n = w.total_len ? 1 : 0;
-  } else {
-    n = ResolveLocal(engine, qp, index, w, out->parts + 2);
-    if (n < 0) return false;
-  }
-  out->nparts = n + 2;
+  out->parts[0] = iovec{&out->head, sizeof out->head};
+  const int n = PayloadParts(engine, qp, index, w, out->parts + 1);
+  if (n < 0) return false;
+  out->nparts = n + 1;
   return true;
+}
+
+// Into `peer`'s ring; false if it is full. A payload of one piece (nearly
+// always) goes with Ring::TryProduce, as an RC SEND's (Engine::Send).
+bool SendDatagram(Engine& engine, PeerLink& peer, const OutgoingDatagram& dg) {
+  if (dg.nparts <= 2)
+    return peer.ring->TryProduce(&dg.head, sizeof dg.head,
+                                 dg.nparts == 2 ? dg.parts[1].iov_base : nullptr,
+                                 dg.nparts == 2 ? static_cast<uint32_t>(dg.parts[1].iov_len) : 0);
+  return engine.SendGather(peer, dg.head.h, dg.parts, dg.nparts);
 }
 
 // A multicast send: one copy to the owner of every QP attached to the
 // group, this QP included unless it blocks its own loopback. A member whose
 // ring is full misses the datagram, as a congested switch port drops a
 // multicast packet (nothing waits for the slowest member).
-void TransmitMulticast(Engine& engine, Qp& qp, OutgoingDatagram& dg) {
+void TransmitMulticast(Engine& engine, Qp& qp, const ibv_gid& group, OutgoingDatagram& dg) {
   const uint32_t self = qp.gsi_agent ? kGsiQpn : qp.qpx.qp_base.qp_num;
-  McastGroups(engine.registry()).ForEachMember(dg.d.dgid, [&](uint32_t qpn) {
+  McastGroups(engine.registry()).ForEachMember(group.raw, [&](uint32_t qpn) {
     if (qpn == self && qp.block_self_mcast_loopback) return;
     std::shared_ptr<PeerLink> member = engine.ResolveQpn(qpn);
     if (!member) return;
-    dg.h.dst_qpn = qpn;
-    engine.SendGather(*member, dg.h, dg.parts, dg.nparts);
+    dg.head.h.dst_qpn = qpn;
+    SendDatagram(engine, *member, dg);
   });
 }
 
@@ -222,18 +172,20 @@ void TransmitMulticast(Engine& engine, Qp& qp, OutgoingDatagram& dg) {
 // is for, as the RoCE receive path does for one from another host. Lost
 // (like a dropped packet) when it cannot be delivered. false: a bad SGE.
 bool TransmitToGsi(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w) {
-  OutgoingDatagram dg;
-  if (!BuildDatagram(engine, qp, index, w, &dg)) return false;
+  iovec parts[limits::kMaxSge];
+  const int nparts = PayloadParts(engine, qp, index, w, parts);
+  if (nparts < 0) return false;
   uint8_t payload[128u << limits::kActiveMtu];
   size_t len = 0;
-  for (int i = 2; i < dg.nparts && len + dg.parts[i].iov_len <= sizeof payload; ++i) {
-    memcpy(payload + len, dg.parts[i].iov_base, dg.parts[i].iov_len);
-    len += dg.parts[i].iov_len;
+  for (int i = 0; i < nparts && len + parts[i].iov_len <= sizeof payload; ++i) {
+    memcpy(payload + len, parts[i].iov_base, parts[i].iov_len);
+    len += parts[i].iov_len;
   }
   GsiDatagram out;  // to QP1 at the destination, from our address
-  memcpy(out.remote_gid.data(), dg.d.dgid, 16);
-  memcpy(out.local_gid.data(), dg.d.sgid, 16);
-  out.qkey = dg.d.qkey;
+  memcpy(out.remote_gid.data(), w.ud.dgid.raw, 16);
+  GidEntry src;
+  if (qp.ud_gids.At(w.ud.sgid_index, &src)) memcpy(out.local_gid.data(), src.gid.raw, 16);
+  out.qkey = w.ud.remote_qkey;
   out.payload = std::span<const uint8_t>(payload, len);
   const uint32_t self = qp.gsi_agent ? kGsiQpn : qp.qpx.qp_base.qp_num;
   if (engine.roce_forced() || !Device::Get().IsLocalGid(w.ud.dgid)) {
@@ -296,9 +248,8 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
         return;
       }
       if (multicast) {
-        TransmitMulticast(engine, qp, dg);
-      } else if (!engine.SendGather(*peer, dg.h, dg.parts, dg.nparts) &&
-                 engine.registry().LivePid(peer->ref) != 0) {
+        TransmitMulticast(engine, qp, w.ud.dgid, dg);
+      } else if (!SendDatagram(engine, *peer, dg) && engine.registry().LivePid(peer->ref) != 0) {
         // A full ring holds the datagram back (back-pressure, as a NIC's
         // flow control would), unless its owner is dead: then it is lost.
         qp.tx_blocked = true;
@@ -346,12 +297,13 @@ void WriteReceiveBuffers(const iovec* local, int nlocal, uint8_t* data, uint64_t
   }
 }
 
-// Places a datagram (either wire) into the next receive WQE behind the GRH
-// area: `copy_payload(dst)` writes its req.total_len bytes.
-template <typename CopyPayload>
-void PlaceDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req, const DatagramHeader& d,
-                   CopyPayload&& copy_payload) {
-  if (d.qkey != qp.attr.qkey) return;  // Q_Key violation: dropped
+// Places a datagram (either wire) into the next receive WQE:
+// `write_area(local, nlocal, need)` writes its GRH area and payload (`need`
+// bytes) into the WQE's buffers; `sl` is what the completion reports.
+template <typename WriteArea>
+void PlaceDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req, uint32_t qkey, uint8_t sl,
+                   WriteArea&& write_area) {
+  if (qkey != qp.attr.qkey) return;  // Q_Key violation: dropped
   RecvSlot slot;
   if (!AcquireRecv(qp, &slot)) return;  // no RNR for UD: dropped
   const uint64_t need = kGrhBytes + req.total_len;
@@ -359,7 +311,7 @@ void PlaceDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req, const 
     // Too small for GRH + payload: dropped, unless the WQE came from an SRQ
     // (it was taken already, so it completes in error).
     if (qp.srq) {
-      CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req, d);
+      CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_LEN_ERR, req, sl);
       ConsumeRecv(qp);
     }
     return;
@@ -367,19 +319,18 @@ void PlaceDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req, const 
   iovec local[limits::kMaxSge];
   const int nlocal = ResolveRecv(engine, slot, need, local);
   if (nlocal < 0) {
-    CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req, d);
+    CompleteDatagram(qp, *slot.wqe, IBV_WC_LOC_PROT_ERR, req, sl);
     ConsumeRecv(qp);
     EnterError(engine, qp);
     return;
   }
-  // GRH + payload is at most 40 bytes + one MTU: stage it and scatter.
-  uint8_t buf[kGrhBytes + (128u << limits::kActiveMtu)];
-  BuildGrh(d, req.flags & wire::kFlagHasImm, req.total_len, buf);
-  copy_payload(buf + kGrhBytes);
-  WriteReceiveBuffers(local, nlocal, buf, need);
-  CompleteDatagram(qp, *slot.wqe, IBV_WC_SUCCESS, req, d);
+  write_area(local, nlocal, need);
+  CompleteDatagram(qp, *slot.wqe, IBV_WC_SUCCESS, req, sl);
   ConsumeRecv(qp);
 }
+
+// GRH area + payload is at most 40 bytes + one MTU.
+constexpr uint32_t kMaxAreaBytes = kGrhBytes + (128u << limits::kActiveMtu);
 
 }  // namespace
 
@@ -391,9 +342,19 @@ void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
       req.payload_len - sizeof d != req.total_len || req.total_len > (128u << limits::kActiveMtu) ||
       view.size() < sizeof req + req.payload_len)
     return;  // malformed
-  view.CopyOut(sizeof req, &d, sizeof d);
-  PlaceDatagram(engine, qp, req, d,
-                [&](uint8_t* dst) { view.CopyOut(sizeof req + sizeof d, dst, req.total_len); });
+  // The fields before the GRH area: the area goes with the payload.
+  constexpr uint32_t kAreaAt = sizeof req + offsetof(DatagramHeader, grh);
+  view.CopyOut(sizeof req, &d, kAreaAt - sizeof req);
+  PlaceDatagram(engine, qp, req, d.qkey, d.sl, [&](const iovec* local, int nlocal, uint64_t need) {
+    if (!Engine::DrainingInBackground()) {
+      // Straight from the ring into the application's buffers.
+      ScatterFromRecord(view, kAreaAt, local, nlocal, 0, need);
+      return;
+    }
+    uint8_t area[kMaxAreaBytes];
+    view.CopyOut(kAreaAt, area, static_cast<uint32_t>(need));
+    WriteReceiveBuffers(local, nlocal, area, need);
+  });
 }
 
 void OnRoceDatagram(Engine& engine, Qp& qp, const RoceDatagramIn& in) {
@@ -405,13 +366,19 @@ void OnRoceDatagram(Engine& engine, Qp& qp, const RoceDatagramIn& in) {
   req.src_qpn = in.src_qpn;
   req.imm = in.imm_be;
   req.total_len = static_cast<uint32_t>(in.payload.size());
-  DatagramHeader d{};
-  d.qkey = in.qkey;
-  d.hop_limit = 64;  // the kernel does not tell us the received TTL
-  memcpy(d.sgid, in.sgid.raw, 16);
-  memcpy(d.dgid, in.dgid.raw, 16);
-  PlaceDatagram(engine, qp, req, d,
-                [&](uint8_t* dst) { memcpy(dst, in.payload.data(), in.payload.size()); });
+  GrhRoute route{};
+  route.sgid = in.sgid;
+  route.dgid = in.dgid;
+  route.hop_limit = 64;  // the kernel does not tell us the received TTL
+  GrhTemplate grh;
+  grh.Build(route);
+  PlaceDatagram(engine, qp, req, in.qkey, grh.sl(),
+                [&](const iovec* local, int nlocal, uint64_t need) {
+                  uint8_t area[kMaxAreaBytes];
+                  grh.WriteFor(in.has_imm, req.total_len, area);
+                  memcpy(area + kGrhBytes, in.payload.data(), in.payload.size());
+                  WriteReceiveBuffers(local, nlocal, area, need);
+                });
 }
 
 }  // namespace softrdma::transport
