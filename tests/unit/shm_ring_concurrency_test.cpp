@@ -22,31 +22,55 @@ struct Msg {
   uint64_t seq;
 };
 
-// Producer loop shared by the thread and process tests. Returns false if the
-// deadline passed before everything was produced.
-// Payload lengths run over [0, max_len).
-bool ProduceStream(Ring* ring, uint32_t producer, uint64_t count, Clock::time_point deadline,
-                   uint32_t max_len = 300) {
+// Producer loop shared by the thread and process tests: up to `count`
+// records, fewer if `stop_at` passes first (see ProduceAndConsumeAll).
+// Returns how many it produced, or -1 if the deadline passed while it
+// waited for space. Payload lengths run over [0, max_len).
+int64_t ProduceStream(Ring* ring, uint32_t producer, uint64_t count, Clock::time_point deadline,
+                      uint32_t max_len = 300,
+                      Clock::time_point stop_at = Clock::time_point::max()) {
   std::vector<uint8_t> payload;
-  for (uint64_t seq = 0; seq < count; ++seq) {
+  uint64_t seq = 0;
+  for (; seq < count && Clock::now() < stop_at; ++seq) {
     Msg m{producer, static_cast<uint32_t>((seq * 13 + producer) % max_len), seq};
     payload = Pattern(producer, seq, m.len);
+    RetryPause pause;
     while (!ring->TryProduce(&m, sizeof(m), payload.data(), m.len)) {
-      if (Clock::now() > deadline) return false;
-      std::this_thread::yield();
+      if (Clock::now() > deadline) return -1;
+      pause();
     }
   }
-  return true;
+  return static_cast<int64_t>(seq);
 }
 
-// Consumes until every producer delivered `count` records, checking order per
-// producer and contents. Returns the number of records consumed.
-uint64_t ConsumeStreams(Ring* ring, uint32_t producers, uint64_t count,
-                        Clock::time_point deadline) {
+// What the consumer must see: `expected[p]` records of producer p, final
+// once `running` is 0 (each producer adds its count before it leaves).
+struct Streams {
+  explicit Streams(uint32_t producers) : expected(producers), running(producers) {}
+  std::vector<std::atomic<uint64_t>> expected;
+  std::atomic<uint32_t> running;
+  void Finished(uint32_t producer, uint64_t produced) {
+    expected[producer].store(produced);
+    running.fetch_sub(1);
+  }
+};
+
+// Consumes until every producer has finished and delivered what it
+// produced, checking order per producer and contents. Returns the number of
+// records consumed.
+uint64_t ConsumeStreams(Ring* ring, Streams* streams, Clock::time_point deadline) {
+  const uint32_t producers = static_cast<uint32_t>(streams->expected.size());
   std::vector<uint64_t> next(producers, 0);
   uint64_t total = 0;
   bool bad = false;
-  while (total < producers * count && !bad) {
+  RetryPause pause;
+  const auto delivered_all = [&] {
+    if (streams->running.load() != 0) return false;
+    for (uint32_t p = 0; p < producers; ++p)
+      if (next[p] < streams->expected[p].load()) return false;
+    return true;
+  };
+  while (!bad) {
     const size_t n = ring->ConsumeBatch(32, [&](const RecordView& v) {
       Msg m;
       if (v.size() < sizeof(m) || !v.CopyOut(0, &m, sizeof(m)) || m.producer >= producers ||
@@ -66,48 +90,71 @@ uint64_t ConsumeStreams(Ring* ring, uint32_t producers, uint64_t count,
     });
     total += n;
     if (n == 0) {
+      if (delivered_all()) break;
       if (Clock::now() > deadline) {
         ADD_FAILURE() << "timed out after " << total << " records";
         break;
       }
-      std::this_thread::yield();
+      pause();
     }
   }
+  for (uint32_t p = 0; p < producers && !bad; ++p)
+    EXPECT_EQ(next[p], streams->expected[p].load()) << "records of producer " << p;
   return total;
 }
 
-// Starts one thread per producer running produce(p, deadline) (false: it
-// gave up at the deadline), consumes every stream on this thread, joins, and
-// checks that every record came once and the ring ended empty.
+// Starts one thread per producer running produce(p, deadline, stop_at)
+// (the number of records it produced, -1: it gave up at the deadline),
+// consumes every stream on this thread, joins, and checks that every record
+// came once and the ring ended empty. A producer stops after per_producer
+// records or at stop_at (10 s), whichever comes first: on an idle machine
+// every test here produces everything in well under a second, but at nice
+// 19 on a loaded one each hand-off between consumer and producers waits for
+// a time slice and a run took 40-120 s (the deadline is 100 s, ctest's
+// limit 120 s). Each producer must still produce kMinPerProducer records
+// (4 x 500 records of two or three slots: a 32-slot ring wraps 60 times).
 template <typename Produce>
 void ProduceAndConsumeAll(Ring* ring, uint32_t producers, uint64_t per_producer, Produce produce) {
+  constexpr uint64_t kMinPerProducer = 500;
+  const auto stop_at = Clock::now() + 10s;
   const auto deadline = Clock::now() + 100s;
   std::atomic<int> failures{0};
+  Streams streams(producers);
   std::vector<std::thread> threads;
   for (uint32_t p = 0; p < producers; ++p) {
     threads.emplace_back([&, p] {
-      if (!produce(p, deadline)) failures.fetch_add(1);
+      const int64_t produced = produce(p, deadline, stop_at);
+      if (produced < 0) failures.fetch_add(1);
+      streams.Finished(p, produced < 0 ? 0 : static_cast<uint64_t>(produced));
     });
   }
   const bool locked = ring->TryLockConsumer();
   EXPECT_TRUE(locked);
-  const uint64_t total = ConsumeStreams(ring, producers, per_producer, deadline);
+  const uint64_t total = ConsumeStreams(ring, &streams, deadline);
   if (locked) ring->UnlockConsumer();
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(total, producers * per_producer);
+  uint64_t expected = 0;
+  for (uint32_t p = 0; p < producers; ++p) {
+    const uint64_t produced = streams.expected[p].load();
+    EXPECT_GE(produced, std::min(per_producer, kMinPerProducer)) << "producer " << p;
+    expected += produced;
+  }
+  EXPECT_EQ(total, expected);
   RecordView v;
   EXPECT_FALSE(ring->Peek(&v));  // nothing duplicated past the end
   EXPECT_EQ(ring->UsedSlots(), 0u);
+  ::testing::Test::RecordProperty("records", static_cast<int>(total));
 }
 
 TEST(ShmRingConcurrencyTest, ManyProducerThreadsNoLossNoDuplicate) {
   LocalRing lr(1024);
   Ring* ring = lr.ring;
   ASSERT_NE(ring, nullptr);
-  ProduceAndConsumeAll(ring, 4, 100000, [&](uint32_t p, Clock::time_point deadline) {
-    return ProduceStream(ring, p, 100000, deadline);
-  });
+  ProduceAndConsumeAll(ring, 4, 100000,
+                       [&](uint32_t p, Clock::time_point deadline, Clock::time_point stop_at) {
+                         return ProduceStream(ring, p, 100000, deadline, 300, stop_at);
+                       });
 }
 
 // Only small records (header and data of at most 64 bytes: TryProduce's
@@ -120,12 +167,26 @@ TEST(ShmRingConcurrencyTest, SmallRecordsFromManyThreadsOnASmallRing) {
   LocalRing lr(32);
   Ring* ring = lr.ring;
   ASSERT_NE(ring, nullptr);
-  ProduceAndConsumeAll(ring, 4, 50000, [&](uint32_t p, Clock::time_point deadline) {
-    return ProduceStream(ring, p, 50000, deadline, 65);
-  });
+  ProduceAndConsumeAll(ring, 4, 50000,
+                       [&](uint32_t p, Clock::time_point deadline, Clock::time_point stop_at) {
+                         return ProduceStream(ring, p, 50000, deadline, 65, stop_at);
+                       });
 }
 
-// Producers that linger between reserve and commit (a yield after every
+// A producer's pause between reserve and commit: ~5 us of spinning, in which
+// the threads on the other CPU meet its claim (a yield here handed the CPU
+// to any busy process for a slice when the machine was loaded), and a yield
+// at every 64th, so that a thread of this CPU meets it too.
+void Linger() {
+  static thread_local uint32_t lingers = 0;
+  if (++lingers % 64 == 0) {
+    std::this_thread::yield();
+    return;
+  }
+  for (int i = 0; i < 256; ++i) __builtin_ia32_pause();
+}
+
+// Producers that linger between reserve and commit (Linger after every
 // third reservation), so that most reservations meet a claim that is only
 // in the reserve word and must publish it first, while another thread keeps
 // calling PublishStalledClaim (as the progress thread does) and so races
@@ -140,27 +201,32 @@ TEST(ShmRingConcurrencyTest, LingeringProducersAndStalledClaimPublisher) {
   std::atomic<bool> producing{true};
   std::atomic<uint64_t> published{0};
   std::thread publisher([&] {
+    RetryPause pause;
     while (producing.load()) {
       if (ring->PublishStalledClaim()) published.fetch_add(1);
-      std::this_thread::yield();
+      pause();
     }
   });
-  ProduceAndConsumeAll(ring, 3, kPerProducer, [&](uint32_t p, Clock::time_point deadline) {
-    for (uint64_t seq = 0; seq < kPerProducer; ++seq) {
-      Msg m{p, static_cast<uint32_t>((seq * 13 + p) % 200), seq};
-      const std::vector<uint8_t> payload = Pattern(p, seq, m.len);
-      Reservation r;
-      while (!ring->TryReserve(sizeof(m) + m.len, &r)) {
-        if (Clock::now() > deadline) return false;
-        std::this_thread::yield();
-      }
-      r.Write(0, &m, sizeof(m));
-      if (seq % 3 == 0) std::this_thread::yield();
-      r.Write(sizeof(m), payload.data(), m.len);
-      ring->Commit(r);
-    }
-    return true;
-  });
+  ProduceAndConsumeAll(
+      ring, 3, kPerProducer,
+      [&](uint32_t p, Clock::time_point deadline, Clock::time_point stop_at) -> int64_t {
+        uint64_t seq = 0;
+        for (; seq < kPerProducer && Clock::now() < stop_at; ++seq) {
+          Msg m{p, static_cast<uint32_t>((seq * 13 + p) % 200), seq};
+          const std::vector<uint8_t> payload = Pattern(p, seq, m.len);
+          Reservation r;
+          RetryPause pause;
+          while (!ring->TryReserve(sizeof(m) + m.len, &r)) {
+            if (Clock::now() > deadline) return -1;
+            pause();
+          }
+          r.Write(0, &m, sizeof(m));
+          if (seq % 3 == 0) Linger();
+          r.Write(sizeof(m), payload.data(), m.len);
+          ring->Commit(r);
+        }
+        return static_cast<int64_t>(seq);
+      });
   producing.store(false);
   publisher.join();
   EXPECT_EQ(ring->dead_records_skipped(), 0u);
@@ -187,11 +253,16 @@ TEST(ShmRingConcurrencyTest, ProducersInForkedProcesses) {
       if (!ShmRegion::Open(name.name, &mine).ok()) _exit(3);
       Ring* r = Ring::Attach(mine.data(), mine.size());
       if (r == nullptr || r == ring) _exit(4);
-      _exit(ProduceStream(r, p, kPerProducer, Clock::now() + 60s) ? 0 : 5);
+      _exit(ProduceStream(r, p, kPerProducer, Clock::now() + 60s) ==
+                    static_cast<int64_t>(kPerProducer)
+                ? 0
+                : 5);
     }
     children[p].pid = pid;
   }
-  const uint64_t total = ConsumeStreams(ring, kProducers, kPerProducer, Clock::now() + 60s);
+  Streams streams(kProducers);
+  for (uint32_t p = 0; p < kProducers; ++p) streams.Finished(p, kPerProducer);
+  const uint64_t total = ConsumeStreams(ring, &streams, Clock::now() + 60s);
   EXPECT_EQ(total, kProducers * kPerProducer);
   for (auto& c : children) EXPECT_EQ(c.Wait(), 0);
   RecordView v;
