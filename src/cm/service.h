@@ -96,8 +96,15 @@ class Service {
   // be judged then; a server that binds the port again right after its
   // previous connection (perftest -R does) is found, as the kernel's CM,
   // whose REQ passes through the MAD layer and work queues, finds it.
+  // 250 ms, not 20: "right after" is the server's scheduling, and at nice 19
+  // on a loaded 2-CPU host a process may wait hundreds of milliseconds for
+  // a CPU (537 ms seen, docs/design.md "A responder whose process does not
+  // run"); with 20 ms, interop.perftest_rdma_cm.send_lat was refused (REJ 8,
+  // perftest crashed) once in a full ctest run at load 12-19. The price: a
+  // REQ to a port that stays unbound is refused 250 ms after it was sent
+  // instead of 20, still far inside the first retransmission (4.6 s).
   void HoldForListener(IdPrivate* id);
-  static constexpr int64_t kListenerGraceMs = 20;
+  static constexpr int64_t kListenerGraceMs = 250;
   // A REQ/SIDR_REQ to QP1 of an address was answered "nobody listens"
   // (REJ 8, SIDR_REP 1): within kListenerGraceMs of the first such answer it
   // is sent again a millisecond later and true returned; false once the

@@ -12,14 +12,14 @@
 # again, the test QPs'. Nothing orders the client's second REQ after the
 # server's second rdma_listen, and perftest 4.5 crashes (SIGSEGV) in its
 # retry when that REQ is refused. softrdma's CM offers a REQ that finds its
-# port unbound again for 20 ms before it answers "nobody listens" (a REQ on
+# port unbound again for 250 ms before it answers "nobody listens" (a REQ on
 # a network is judged when it arrives; docs/design.md), so the client's REQ
 # meets the listener: one run, no retry, must pass.
 # Variant "gsi": SOFTRDMA_CM_GSI=1, so the CM's messages go as UD SENDs to
 # QP1 of the peer's address, as to another host (docs/design.md); both sides
 # must say (SOFTRDMA_LOG=info) that a MAD reached them that way. The REQ that
 # finds the port unbound is answered REJ by the GSI forwarder and offered
-# again for 20 ms by the client's CM, as between local sockets.
+# again for 250 ms by the client's CM, as between local sockets.
 # Usage: perftest_rdma_cm.sh [cma0|gsi|-] TOOL [perftest options...]
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=cm_lib.sh

@@ -43,7 +43,7 @@ TEST(CmErrors, NoListenerIsRejectedAtOnceWithInvalidServiceId) {
   });
 }
 
-// A REQ that finds its port unbound is offered again for 20 ms before the
+// A REQ that finds its port unbound is offered again for 250 ms before the
 // REJ (docs/design.md): a server that binds and listens within that time,
 // as perftest -R's server does between its two connections, gets it.
 TEST(CmErrors, ListenerBoundRightAfterTheRequestStillGetsIt) {
