@@ -28,6 +28,13 @@ class RoceWriteLeft : public testing::RoceTransport {
  protected:
   // The watcher thread needs a readable fd, as the UDP port has.
   bool WithFd() const override { return true; }
+  // One run of kIterations WRITEs of the values first + 1, first + 2, ...
+  // from a_ to dst, each timed together with a reference chain started at
+  // the same moment. false (with a failure recorded): a WRITE or a chain
+  // never ended, or a send failed.
+  bool TimeWrites(uint64_t first, std::vector<uint8_t>& src, ibv_mr* src_mr,
+                  std::vector<uint8_t>& dst, ibv_mr* dst_mr, testing::WakeChain& chain,
+                  std::vector<uint64_t>* waits, std::vector<uint64_t>* chain_waits);
 };
 
 constexpr int kIterations = 60;
@@ -78,22 +85,17 @@ uint64_t Median(std::vector<uint64_t> v) {
   return v[v.size() / 2];
 }
 
-TEST_F(RoceWriteLeft, WriteLandsWhileTheTargetSpinsOnMemory) {
-  QpOptions o;
-  o.timeout = kLongTimeout;
-  MakePair(o);
-  std::vector<uint8_t> src(8), dst(8);
-  ibv_mr* src_mr = Register(src);
-  ibv_mr* dst_mr = Register(dst);
+bool RoceWriteLeft::TimeWrites(uint64_t first, std::vector<uint8_t>& src, ibv_mr* src_mr,
+                               std::vector<uint8_t>& dst, ibv_mr* dst_mr, testing::WakeChain& chain,
+                               std::vector<uint64_t>* waits, std::vector<uint64_t>* chain_waits) {
   auto* target = reinterpret_cast<uint64_t*>(dst.data());
-  testing::WakeChain chain(kGraceNs);
-  ASSERT_TRUE(chain.ok()) << "eventfd: " << std::strerror(errno);
-  std::vector<uint64_t> waits, chain_waits;
-  for (uint64_t i = 1; i <= kIterations; ++i) {
+  for (uint64_t i = first + 1; i <= first + kIterations; ++i) {
     std::memcpy(src.data(), &i, sizeof i);
-    ASSERT_EQ(Post(a_, IBV_WR_RDMA_WRITE, src_mr, src.data(), 8, i,
-                   reinterpret_cast<uintptr_t>(dst.data()), dst_mr->rkey),
-              0);
+    if (Post(a_, IBV_WR_RDMA_WRITE, src_mr, src.data(), 8, i,
+             reinterpret_cast<uintptr_t>(dst.data()), dst_mr->rkey) != 0) {
+      ADD_FAILURE() << "iteration " << i << ": post failed";
+      return false;
+    }
     // The reference runs at the same time, on the same CPUs: started now,
     // as the WRITE's datagram was just sent, and watched by the same spin
     // (no verb in it: the application must look as one spinning on memory).
@@ -107,25 +109,58 @@ TEST_F(RoceWriteLeft, WriteLandsWhileTheTargetSpinsOnMemory) {
       if (!chain_at && chain.Done(round)) chain_at = waited + 1;
     }
     IgnoreReadsEnd();
-    ASSERT_NE(landed_at, 0u) << "iteration " << i << ": the WRITE never landed";
-    ASSERT_NE(chain_at, 0u) << "iteration " << i << ": the wake-up chain never ended";
-    waits.push_back(landed_at);
-    chain_waits.push_back(chain_at);
+    if (!landed_at || !chain_at) {
+      ADD_FAILURE() << "iteration " << i << ": the " << (landed_at ? "wake-up chain" : "WRITE")
+                    << " never ended";
+      return false;
+    }
+    waits->push_back(landed_at);
+    chain_waits->push_back(chain_at);
     // Then, as ib_write_lat, the send's completion: the application polls.
     auto s = Wait(cq_a_, 1);
-    ASSERT_EQ(s.size(), 1u);
-    ASSERT_EQ(s[0].status, IBV_WC_SUCCESS);
+    if (s.size() != 1 || s[0].status != IBV_WC_SUCCESS) {
+      ADD_FAILURE() << "iteration " << i << ": no successful send completion";
+      return false;
+    }
   }
-  const uint64_t median = Median(waits);
-  const uint64_t reference = Median(chain_waits);
-  const uint64_t bound = kReferenceFactor * reference;
-  std::printf(
-      "WRITE landed after: median %lu us, max %lu us; the wake-up chain: median %lu us; "
-      "bound %lu us\n",
-      static_cast<unsigned long>(median / 1000),
-      static_cast<unsigned long>(*std::max_element(waits.begin(), waits.end()) / 1000),
-      static_cast<unsigned long>(reference / 1000), static_cast<unsigned long>(bound / 1000));
-  EXPECT_LT(median, bound) << "the WRITE waited in the port for the application";
+  return true;
+}
+
+TEST_F(RoceWriteLeft, WriteLandsWhileTheTargetSpinsOnMemory) {
+  QpOptions o;
+  o.timeout = kLongTimeout;
+  MakePair(o);
+  std::vector<uint8_t> src(8), dst(8);
+  ibv_mr* src_mr = Register(src);
+  ibv_mr* dst_mr = Register(dst);
+  testing::WakeChain chain(kGraceNs);
+  ASSERT_TRUE(chain.ok()) << "eventfd: " << std::strerror(errno);
+  // Runs until two are under their bound (pass) or two are not (fail): one
+  // in 30 runs at nice 19 under load 15 went over (median 3.1 ms against a
+  // chain of 0.6 ms: other processes' slices fell on the WRITEs and not on
+  // the chain), and its defect (WatchRocePort never looking) at nice 0 under
+  // load 13 stayed under it in 1 of 9 runs (a chain stretched to 4 ms), so
+  // a majority fails less often in health (~3 x (1/30)^2) and misses the
+  // defect less often (~3 x (1/9)^2) than one run.
+  int under = 0, over = 0;
+  for (int attempt = 0; under < 2 && over < 2; ++attempt) {
+    std::vector<uint64_t> waits, chain_waits;
+    ASSERT_TRUE(
+        TimeWrites(attempt * kIterations, src, src_mr, dst, dst_mr, chain, &waits, &chain_waits));
+    const uint64_t median = Median(waits);
+    const uint64_t reference = Median(chain_waits);
+    const uint64_t bound = kReferenceFactor * reference;
+    std::printf(
+        "run %d: WRITE landed after: median %lu us, max %lu us; the wake-up chain: median %lu "
+        "us; bound %lu us\n",
+        attempt, static_cast<unsigned long>(median / 1000),
+        static_cast<unsigned long>(*std::max_element(waits.begin(), waits.end()) / 1000),
+        static_cast<unsigned long>(reference / 1000), static_cast<unsigned long>(bound / 1000));
+    (median < bound ? under : over)++;
+  }
+  EXPECT_EQ(under, 2) << "in 2 of " << under + over
+                      << " runs the WRITEs' median was over the bound: the WRITE waited in the "
+                         "port for the application";
 }
 
 }  // namespace
