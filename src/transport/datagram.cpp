@@ -111,7 +111,7 @@ int PayloadParts(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, iovec
 }
 
 // Builds the datagram of SQ entry `index`. false = a bad local SGE.
-bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w,
+bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w, const GrhTemplate& grh,
                    OutgoingDatagram* out) {
   wire::RecordHeader& h = out->head.h;
   const bool has_imm = w.opcode == IBV_WR_SEND_WITH_IMM;
@@ -129,7 +129,6 @@ bool BuildDatagram(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w,
   h.payload_len = static_cast<uint32_t>(sizeof(DatagramHeader)) + w.total_len;
   DatagramHeader& d = out->head.d;
   d.qkey = w.ud.remote_qkey;
-  const GrhTemplate& grh = qp.ud_grh.For(w.ud, qp.ud_gids);
   d.sl = grh.sl();
   grh.WriteFor(has_imm, w.total_len, d.grh);
 
@@ -202,6 +201,7 @@ bool TransmitToGsi(Engine& engine, Qp& qp, uint32_t index, const SendWqe& w) {
 }  // namespace
 
 void TransmitDatagrams(Engine& engine, Qp& qp) {
+  const bool roce_forced = engine.roce_forced();
   while (qp.sq_tx != qp.sq.head) {
     const uint32_t index = qp.sq_tx;
     const SendWqe& w = qp.sq.at(index);
@@ -221,8 +221,11 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
     PeerLink* peer = nullptr;
     // A QPN of another registry's range (another user) is reached over the
     // RoCE wire even at a GID of this host.
-    const bool local = engine.registry().OwnsQpn(w.ud.remote_qpn) && qp.ud_gids.IsLocal(w.ud.dgid);
-    if (!multicast && (!local || engine.roce_forced())) {
+    // The route's GRH area and whether its destination GID is ours: kept per
+    // QP (DatagramGrhCache), so a datagram on the last route asks nothing.
+    const GrhTemplate& grh = qp.ud_grh.For(w.ud, qp.ud_gids);
+    const bool local = engine.registry().OwnsQpn(w.ud.remote_qpn) && qp.ud_grh.dgid_local();
+    if (!multicast && (!local || roce_forced)) {
       // The RoCE wire (transport/roce/roce_datagram.cpp): one packet.
       const roce::DatagramTx r = roce::TransmitDatagram(engine, qp, index);
       if (r == roce::DatagramTx::kBadSge) {
@@ -243,7 +246,7 @@ void TransmitDatagrams(Engine& engine, Qp& qp) {
       // The whole datagram (at most one MTU) is copied into the ring, so
       // the send buffer is free the moment it completes.
       OutgoingDatagram dg;
-      if (!BuildDatagram(engine, qp, index, w, &dg)) {
+      if (!BuildDatagram(engine, qp, index, w, grh, &dg)) {
         FailSendHead(engine, qp, IBV_WC_LOC_PROT_ERR);  // -> SQE
         return;
       }
@@ -332,6 +335,54 @@ void PlaceDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req, uint32
 // GRH area + payload is at most 40 bytes + one MTU.
 constexpr uint32_t kMaxAreaBytes = kGrhBytes + (128u << limits::kActiveMtu);
 
+// Where the GRH area starts in a kDatagram record: it goes with the payload.
+constexpr uint32_t kAreaAt = sizeof(wire::RecordHeader) + offsetof(DatagramHeader, grh);
+
+// The common receive, ahead of PlaceDatagram (as RC's TryReceiveInline): a
+// datagram with the QP's Q_Key into a one-SGE WQE of the QP's own receive
+// queue that holds GRH area and payload, placed by the application's own
+// verbs call. One copy from the ring, the completion written in its slot,
+// and no call but the copy. It changes nothing unless it completes the
+// datagram: anything else (an SRQ, no WQE, several SGEs, a short buffer, a
+// bad lkey, a drain in the background) is left to PlaceDatagram and its
+// error handling.
+[[gnu::always_inline]] inline bool TryPlaceInline(Engine& engine, Qp& qp,
+                                                  const wire::RecordHeader& req,
+                                                  const DatagramHeader& d,
+                                                  const shm::RecordView& view) {
+  if (qp.srq || qp.rq.size() == 0 || d.qkey != qp.attr.qkey) return false;
+  const RecvWqe& w = qp.rq.at(qp.rq.tail);
+  const ibv_sge& sge = *qp.rq.sge_of(qp.rq.tail);
+  const uint32_t need = kGrhBytes + req.total_len;
+  if (w.num_sge != 1 || sge.length < need) return false;
+  uint64_t host = 0;
+  if (engine.mr_table().LookupLocal(sge.lkey, sge.addr, sge.length, qp.pd->id,
+                                    IBV_ACCESS_LOCAL_WRITE, &host) != 0 ||
+      Engine::DrainingInBackground())
+    return false;
+  view.CopyOutToBuffer(kAreaAt, reinterpret_cast<void*>(host), need);
+  const uint64_t wr_id = w.wr_id;
+  const uint32_t qp_num = qp.qpx.qp_base.qp_num;
+  const uint8_t sl = d.sl;
+  qp.recv_cq->Emplace((req.flags & wire::kFlagSolicited) != 0, [&](ibv_wc& wc) {
+    wc = ibv_wc{};
+    wc.wr_id = wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV;
+    wc.byte_len = need;
+    wc.qp_num = qp_num;
+    wc.src_qp = req.src_qpn;
+    wc.wc_flags = IBV_WC_GRH;
+    wc.sl = sl;
+    if (req.flags & wire::kFlagHasImm) {
+      wc.wc_flags |= IBV_WC_WITH_IMM;
+      wc.imm_data = req.imm;
+    }
+  });
+  ++qp.rq.tail;
+  return true;
+}
+
 }  // namespace
 
 void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
@@ -341,10 +392,9 @@ void OnDatagram(Engine& engine, Qp& qp, const wire::RecordHeader& req,
   if (req.mode != wire::PayloadMode::kInline || req.payload_len < sizeof d ||
       req.payload_len - sizeof d != req.total_len || req.total_len > (128u << limits::kActiveMtu) ||
       view.size() < sizeof req + req.payload_len)
-    return;  // malformed
-  // The fields before the GRH area: the area goes with the payload.
-  constexpr uint32_t kAreaAt = sizeof req + offsetof(DatagramHeader, grh);
-  view.CopyOut(sizeof req, &d, kAreaAt - sizeof req);
+    return;                                            // malformed
+  view.CopyOut(sizeof req, &d, kAreaAt - sizeof req);  // the fields before the GRH area
+  if (TryPlaceInline(engine, qp, req, d, view)) return;
   PlaceDatagram(engine, qp, req, d.qkey, d.sl, [&](const iovec* local, int nlocal, uint64_t need) {
     if (!Engine::DrainingInBackground()) {
       // Straight from the ring into the application's buffers.

@@ -71,28 +71,26 @@ void GrhTemplate::WriteFor(bool has_imm, uint32_t len, uint8_t* out) const {
   out[5] = static_cast<uint8_t>(udp_len);
 }
 
-const GrhTemplate& DatagramGrhCache::For(const UdAddress& ud, GidLookupCache& gids) {
+void DatagramGrhCache::Rebuild(const UdAddress& ud, GidLookupCache& gids) {
+  // The generation before the lookups (as GidLookupCache): a refresh
+  // meanwhile makes the next For build again.
   const uint64_t generation = Device::Get().gid_generation();
-  if (generation != generation_ || memcmp(ud.dgid.raw, dgid_.raw, sizeof dgid_.raw) != 0 ||
-      ud.flow_label != flow_label_ || ud.sgid_index != sgid_index_ || ud.hop_limit != hop_limit_ ||
-      ud.traffic_class != traffic_class_) {
-    GrhRoute route{};
-    GidEntry src;
-    if (gids.At(ud.sgid_index, &src)) route.sgid = src.gid;  // else zero, as a NIC's unset GID
-    route.dgid = ud.dgid;
-    route.flow_label = ud.flow_label;
-    route.traffic_class = ud.traffic_class;
-    route.hop_limit = ud.hop_limit;
-    template_.Build(route);
-    generation_ = generation;
-    dgid_ = ud.dgid;
-    flow_label_ = ud.flow_label;
-    sgid_index_ = ud.sgid_index;
-    hop_limit_ = ud.hop_limit;
-    traffic_class_ = ud.traffic_class;
-    ++rebuilds_;
-  }
-  return template_;
+  GrhRoute route{};
+  GidEntry src;
+  if (gids.At(ud.sgid_index, &src)) route.sgid = src.gid;  // else zero, as a NIC's unset GID
+  route.dgid = ud.dgid;
+  route.flow_label = ud.flow_label;
+  route.traffic_class = ud.traffic_class;
+  route.hop_limit = ud.hop_limit;
+  template_.Build(route);
+  dgid_local_ = gids.IsLocal(ud.dgid);
+  generation_ = generation;
+  dgid_ = ud.dgid;
+  flow_label_ = ud.flow_label;
+  sgid_index_ = ud.sgid_index;
+  hop_limit_ = ud.hop_limit;
+  traffic_class_ = ud.traffic_class;
+  ++rebuilds_;
 }
 
 }  // namespace softrdma::transport

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include <infiniband/verbs.h>
 
@@ -63,11 +64,24 @@ class GrhTemplate {
 // post. Not thread-safe: used under the QP's lock.
 class DatagramGrhCache {
  public:
-  const GrhTemplate& For(const UdAddress& ud, GidLookupCache& gids);
+  // Inline: a compare of the route and the generation on every datagram.
+  const GrhTemplate& For(const UdAddress& ud, GidLookupCache& gids) {
+    if (Device::Get().gid_generation() != generation_ ||
+        memcmp(ud.dgid.raw, dgid_.raw, sizeof dgid_.raw) != 0 || ud.flow_label != flow_label_ ||
+        ud.sgid_index != sgid_index_ || ud.hop_limit != hop_limit_ ||
+        ud.traffic_class != traffic_class_) [[unlikely]]
+      Rebuild(ud, gids);
+    return template_;
+  }
+  // Whether the last route's destination GID is an address of this host
+  // (Device::IsLocalGid), kept with the template: valid after For.
+  bool dgid_local() const { return dgid_local_; }
   uint64_t rebuilds() const { return rebuilds_; }  // (tests)
 
  private:
+  void Rebuild(const UdAddress& ud, GidLookupCache& gids);
   uint64_t generation_ = 0;  // 0: nothing kept (the table's starts at 1)
+  bool dgid_local_ = false;
   ibv_gid dgid_{};
   uint32_t flow_label_ = 0;
   uint8_t sgid_index_ = 0;

@@ -112,6 +112,43 @@ TEST_F(UdTest, GrhAreaAndCompletion) {
   EXPECT_EQ(dst[kGrh + len], 0xee) << "nothing written past the message";
 }
 
+// The common receive (one SGE) takes a path of its own (TryPlaceInline in
+// transport/datagram.cpp); a WQE of several SGEs the general one. Both must
+// leave the same bytes: here the GRH area itself is split between two SGEs.
+TEST_F(UdTest, TwoSgeReceiveGetsTheSameBytesAsOneSge) {
+  const uint32_t len = 100;
+  for (uint32_t i = 0; i < len; ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  memset(dst.data(), 0xee, dst.size());
+  uint8_t* one = dst.data();            // one SGE: GRH area + payload
+  uint8_t* first = dst.data() + 512;    // two SGEs: 30 bytes ...
+  uint8_t* second = dst.data() + 1024;  // ... and the rest
+  ASSERT_EQ(PostRecvTo(b, 1, Sge(one, kGrh + len, dmr)), 0);
+  ibv_sge two[2] = {Sge(first, 30, dmr), Sge(second, kGrh + len - 30, dmr)};
+  ibv_recv_wr wr{};
+  wr.wr_id = 2;
+  wr.sg_list = two;
+  wr.num_sge = 2;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_recv(b, &wr, &bad), 0);
+  for (uint64_t id : {11u, 12u})
+    ASSERT_EQ(PostUdSend(a, id, Sge(src.data(), len, smr), ah, b->qp_num, kQkey), 0);
+  ASSERT_EQ(PollN(cq_a, 2).size(), 2u);
+  auto r = PollN(cq_b, 2);
+  ASSERT_EQ(r.size(), 2u);
+  for (const ibv_wc& wc : r) {
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.byte_len, kGrh + len);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+    EXPECT_EQ(wc.sl, 0x8 | 0x2);
+  }
+  EXPECT_EQ(r[0].wr_id, 1u);
+  EXPECT_EQ(r[1].wr_id, 2u);
+  EXPECT_EQ(memcmp(first, one, 30), 0) << "GRH area, first part";
+  EXPECT_EQ(memcmp(second, one + 30, kGrh + len - 30), 0) << "GRH area, rest, and payload";
+  EXPECT_EQ(memcmp(one + kGrh, src.data(), len), 0);
+  EXPECT_EQ(first[30], 0xee) << "nothing written past the first SGE";
+}
+
 TEST_F(UdTest, ReplyThroughAhFromWc) {
   ASSERT_EQ(PostRecvTo(b, 1, Sge(dst.data(), kGrh + 16, dmr)), 0);
   memset(src.data(), 0x31, 16);
