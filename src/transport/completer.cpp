@@ -234,7 +234,7 @@ bool ResponderNotScheduled(Engine& engine, Qp& qp, uint64_t now) {
 
 }  // namespace
 
-bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
+bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline, bool* ring_look_wanted) {
   if (qp.roce) return roce::CheckTimers(engine, qp, now, deadline);
   if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_RESET) return false;
   // A WQE waiting for ring space counts as outstanding too: a peer that
@@ -256,8 +256,15 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline) {
     *deadline = due;
     return true;
   }
+  if (ring_look_wanted != nullptr && engine.inbound_ring().Head() != shm::Ring::HeadState::kEmpty) {
+    // Our own ring holds records nobody has read yet: the answer may be
+    // there (Engine::CheckTimers takes them, then asks again).
+    *ring_look_wanted = true;
+    *deadline = now + kRingLookRetryNs;
+    return true;
+  }
   if (!qp.peer_qp_gone && ResponderNotScheduled(engine, qp, now)) {
-    // Nothing was lost: what we sent waits in its ring. Wait once more.
+      // Nothing was lost: what we sent waits in its ring. Wait once more.
     qp.last_ack_ns = now;
     *deadline = now + timeout;
     return true;

@@ -777,12 +777,31 @@ bool Engine::CheckTimers(uint64_t now, uint64_t* next_deadline) {
   // for the sleep (PlanSleep); one posted before it, the look below sees
   // (its poster held the QP's lock when it posted).
   timer_due_posted_.exchange(0, std::memory_order_seq_cst);
+  // The shm wire's side of the same rule: an expiry is counted only after
+  // our own ring was read. Its records wait there while the application that
+  // drains them is descheduled (the thread watching it checks the timers but
+  // leaves the ring to it), and an ACK among them answered the timer: on a
+  // NIC it would have been taken as it came. Counted, a loaded host failed
+  // healthy connections with RETRY_EXC_ERR (ib_write_lat two-copy beside
+  // two busy loops: 2 of 20 runs). So a first pass defers such expiries, the
+  // ring is drained, and a second pass counts what is still unanswered. If
+  // another thread holds the ring (an application draining it now), the
+  // expiries wait kRingLookRetryNs for it instead.
+  bool ring_look_wanted = false;
+  bool any = CheckQpTimers(now, next_deadline, &ring_look_wanted);
+  if (!ring_look_wanted || ring_->ConsumerLocked()) return any;
+  DrainRing(/*by_app=*/false);
+  *next_deadline = 0;
+  return CheckQpTimers(now, next_deadline, nullptr);
+}
+
+bool Engine::CheckQpTimers(uint64_t now, uint64_t* next_deadline, bool* ring_look_wanted) {
   std::shared_lock<std::shared_mutex> map_lock(qp_map_mutex_);
   bool any = false;
   for (Qp* qp : live_qps_) {
     std::lock_guard<SpinLock> lock(qp->lock);
     uint64_t deadline = 0;
-    any |= transport::CheckTimers(*this, *qp, now, &deadline);
+    any |= transport::CheckTimers(*this, *qp, now, &deadline, ring_look_wanted);
     if (deadline && (!*next_deadline || deadline < *next_deadline)) *next_deadline = deadline;
   }
   return any;

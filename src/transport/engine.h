@@ -211,6 +211,12 @@ class Engine {
   // Tests: an in-process port instead of the UDP one, and every RC/UC peer
   // over it (as SOFTRDMA_WIRE=roce). Before any QP uses the RoCE wire.
   void SetPacketPortForTesting(std::unique_ptr<roce::PacketPort> port);
+  // One look at the timers as the progress thread's (CheckTimers), at `now`:
+  // a test's stand-in for a thread that woke late.
+  bool CheckTimersForTesting(uint64_t now) {
+    uint64_t next_deadline = 0;
+    return CheckTimers(now, &next_deadline);
+  }
   // Whether RC/UC peers on this host go over RoCE too (SOFTRDMA_WIRE=roce).
   bool roce_forced() const;
   // A QP was attached to the RoCE wire: polls of the CQs poll the port too.
@@ -273,6 +279,8 @@ class Engine {
   void FlushAcksBeforeSleep();
   bool ServiceQps(uint64_t now, uint64_t* next_deadline);
   bool CheckTimers(uint64_t now, uint64_t* next_deadline);
+  // One look at every live QP's timers (CheckTimers' passes).
+  bool CheckQpTimers(uint64_t now, uint64_t* next_deadline, bool* ring_look_wanted);
   void ThreadMain();
   // What the progress thread knows about a polling application; its own
   // (ThreadMain's), kept across watches. See "The progress thread's states"

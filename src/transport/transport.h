@@ -76,8 +76,16 @@ void OnRoceDatagram(Engine& engine, Qp& qp, const RoceDatagramIn& in);
 
 // --- completer (completer.cpp)
 void OnAck(Engine& engine, Qp& qp, const wire::RecordHeader& ack);
-// Retransmit timer. Returns true while the QP has sends outstanding.
-bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline);
+// Retransmit timer. Returns true while the QP has sends outstanding. With
+// `ring_look_wanted` (shm QPs only), an expiry that finds records unread in
+// this process's own inbound ring is not counted: *ring_look_wanted is set
+// and the timer looks again a moment later, so that the caller can take
+// those records (an ACK of ours may be among them) and check again.
+bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline,
+                 bool* ring_look_wanted = nullptr);
+// How soon a timer whose expiry waited for a look at our own ring looks
+// again when that ring could not be taken (its consumer lock was held).
+inline constexpr uint64_t kRingLookRetryNs = 1'000'000;
 // Completes the SQ head with `status` (always reported) and moves the QP to ERR.
 void FailSendHead(Engine& engine, Qp& qp, ibv_wc_status status);
 void CompleteSend(Qp& qp, const SendWqe& wqe, ibv_wc_status status);

@@ -269,6 +269,9 @@ class alignas(kCacheLine) Ring {
            consumer_lock_.exchange(1, std::memory_order_acquire) == 0;
   }
   void UnlockConsumer() { consumer_lock_.store(0, std::memory_order_release); }
+  // Whether a consumer holds the lock now (a snapshot: it may be taken or
+  // released right after).
+  bool ConsumerLocked() const { return consumer_lock_.load(std::memory_order_relaxed) != 0; }
 
   // The record at the consumer position, if committed. Also skips records of
   // dead producers (see kDeadProducerCheckNs).
