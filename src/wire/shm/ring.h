@@ -196,9 +196,10 @@ class alignas(kCacheLine) Ring {
   // 2: consume_seen_; 3: the reserve word; 4: consumer_sleeping_ counts the
   // announced sleepers and commits wake consumers only (kWakeConsumer);
   // 5: sleep is announced in the reserve word, commits are release stores
-  // (consumer_sleeping_ is gone). Attach refuses any other version, so
-  // processes of two library versions never share a ring.
-  static constexpr uint32_t kVersion = 5;
+  // (consumer_sleeping_ is gone); 6: a datagram record carries its GRH area,
+  // built by the sender (transport/datagram_grh.h). Attach refuses any other
+  // version, so processes of two library versions never share a ring.
+  static constexpr uint32_t kVersion = 6;
   static constexpr uint32_t kMinSlots = 2;
   static constexpr uint32_t kMaxSlots = 1u << 24;    // 1 GiB of data
   static constexpr uint32_t kMaxRecordSlots = 4095;  // 12-bit field of the seq word
