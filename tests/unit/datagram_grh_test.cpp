@@ -5,21 +5,13 @@
 #include <cstring>
 
 #include "core/device.h"
+#include "mapped_ipv4_gid.h"
 #include "transport/datagram_grh.h"
 
 namespace softrdma::transport {
 namespace {
 
-ibv_gid MappedIpv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
-  ibv_gid gid{};
-  gid.raw[10] = 0xff;
-  gid.raw[11] = 0xff;
-  gid.raw[12] = a;
-  gid.raw[13] = b;
-  gid.raw[14] = c;
-  gid.raw[15] = d;
-  return gid;
-}
+using softrdma::testing::MappedIpv4;
 
 uint16_t Word(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] << 8 | p[1]);

@@ -6,20 +6,12 @@
 
 #include "core/device.h"
 #include "core/limits.h"
+#include "mapped_ipv4_gid.h"
 
 namespace softrdma {
 namespace {
 
-ibv_gid MappedIpv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
-  ibv_gid gid{};
-  gid.raw[10] = 0xff;
-  gid.raw[11] = 0xff;
-  gid.raw[12] = a;
-  gid.raw[13] = b;
-  gid.raw[14] = c;
-  gid.raw[15] = d;
-  return gid;
-}
+using softrdma::testing::MappedIpv4;
 
 // The table always holds 127.0.0.1 (Device::RefreshGids); 192.0.2.1 is a
 // documentation address no host has.
