@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -76,15 +77,15 @@ struct Side {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   char c = 'r';
-  if (!s.Open()) _exit(10);
+  if (!s.Open()) exit(10);
   sge.lkey = s.mr->lkey;
-  if (write(to_parent, &s.qp->qp_num, 4) != 4 || read(from_parent, &peer, 4) != 4) _exit(11);
-  if (ConnectRcOverGid(s.ctx, LoopbackGid(s.ctx), s.qp, peer, RcConnectParams{}) != 0) _exit(12);
-  if (PostRecv(s.qp, &wr, &bad) != 0) _exit(15);
-  if (write(to_parent, &c, 1) != 1 || read(from_parent, &c, 1) != 1) _exit(13);
+  if (write(to_parent, &s.qp->qp_num, 4) != 4 || read(from_parent, &peer, 4) != 4) exit(11);
+  if (ConnectRcOverGid(s.ctx, LoopbackGid(s.ctx), s.qp, peer, RcConnectParams{}) != 0) exit(12);
+  if (PostRecv(s.qp, &wr, &bad) != 0) exit(15);
+  if (write(to_parent, &c, 1) != 1 || read(from_parent, &c, 1) != 1) exit(13);
   if (s.PollOne(2000) != IBV_WC_SUCCESS) code = 14;
   s.Close();
-  _exit(code);
+  exit(code);  // exit(), not exit(): the library removes its segment at exit
 }
 
 // The requester: its SEND's ACK waits unread in its own ring (it holds the
@@ -95,26 +96,26 @@ struct Side {
   Side s;
   uint32_t peer = 0;
   char c = 0;
-  if (!s.Open()) _exit(20);
-  if (read(from_responder, &peer, 4) != 4 || write(to_responder, &s.qp->qp_num, 4) != 4) _exit(21);
+  if (!s.Open()) exit(20);
+  if (read(from_responder, &peer, 4) != 4 || write(to_responder, &s.qp->qp_num, 4) != 4) exit(21);
   // timeout 1 (its 8 us rounded up to 1 ms) and no retry: the first expiry
   // counted fails the SEND with RETRY_EXC_ERR.
   RcConnectParams p;
   p.timeout = 1;
   p.retry_cnt = 0;
-  if (ConnectRcOverGid(s.ctx, LoopbackGid(s.ctx), s.qp, peer, p) != 0) _exit(22);
-  if (read(from_responder, &c, 1) != 1) _exit(23);
+  if (ConnectRcOverGid(s.ctx, LoopbackGid(s.ctx), s.qp, peer, p) != 0) exit(22);
+  if (read(from_responder, &c, 1) != 1) exit(23);
   shm::Ring& ring = const_cast<shm::Ring&>(Engine::Current()->inbound_ring());
   const uint64_t give_up = NowNs() + 5'000'000'000ull;
   while (!ring.TryLockConsumer()) {
-    if (NowNs() > give_up) _exit(24);
+    if (NowNs() > give_up) exit(24);
     usleep(100);
   }
   ibv_sge sge{reinterpret_cast<uintptr_t>(s.buf), 8, s.mr->lkey};
-  if (PostSignaledSend(s.qp, &sge, 7) != 0) _exit(25);
+  if (PostSignaledSend(s.qp, &sge, 7) != 0) exit(25);
   const uint64_t ack_by = NowNs() + 2'000'000'000ull;
   while (ring.Head() != shm::Ring::HeadState::kReady && NowNs() < ack_by) usleep(100);
-  if (ring.Head() != shm::Ring::HeadState::kReady) _exit(26);  // no ACK came
+  if (ring.Head() != shm::Ring::HeadState::kReady) exit(26);  // no ACK came
   // The timers looked at now (the first look after a send from an idle
   // queue starts its clock), then 10 s later, the ACK still unread.
   const uint64_t now = NowNs();
@@ -122,9 +123,9 @@ struct Side {
   Engine::Current()->CheckTimersForTesting(now + 10'000'000'000ull);
   ring.UnlockConsumer();
   const int status = s.PollOne(2000);
-  if (write(to_responder, "d", 1) != 1) _exit(27);
+  if (write(to_responder, "d", 1) != 1) exit(27);
   s.Close();
-  _exit(status == IBV_WC_SUCCESS ? 0 : 30 + status);
+  exit(status == IBV_WC_SUCCESS ? 0 : 30 + status);
 }
 
 std::string StatusText(int status) {
@@ -135,6 +136,8 @@ std::string StatusText(int status) {
 // Both sides are children (this process keeps no engine: the data path is
 // set for them only), on the two-copy path, where a SEND is answered by an
 // ACK record in the requester's ring.
+// They end with exit(), not _exit(), so that the library removes each one's
+// process segment.
 TEST(OwnRingAckTimer, AnAckUnreadInOurOwnRingUsesNoRetry) {
   if (Engine::Current() != nullptr)
     GTEST_SKIP() << "needs a process without an engine yet (ctest runs each test alone)";
