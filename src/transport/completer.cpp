@@ -264,7 +264,7 @@ bool CheckTimers(Engine& engine, Qp& qp, uint64_t now, uint64_t* deadline, bool*
     return true;
   }
   if (!qp.peer_qp_gone && ResponderNotScheduled(engine, qp, now)) {
-      // Nothing was lost: what we sent waits in its ring. Wait once more.
+    // Nothing was lost: what we sent waits in its ring. Wait once more.
     qp.last_ack_ns = now;
     *deadline = now + timeout;
     return true;
